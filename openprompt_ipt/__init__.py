@@ -1,0 +1,17 @@
+"""openprompt_ipt: instance-wise prompts (IPT, IDPG) for OpenPrompt.
+
+Importing the package applies the transformers compatibility shims OpenPrompt needs and registers
+our templates in OpenPrompt's own ``TEMPLATE_CLASS`` so ``load_template`` finds them by name.
+"""
+from . import compat
+
+compat.apply()
+
+from openprompt.prompts import TEMPLATE_CLASS  # noqa: E402  (after the shims)
+
+from .templates import InstanceWiseTemplate  # noqa: E402
+
+TEMPLATE_CLASS["instance_wise"] = InstanceWiseTemplate
+
+__version__ = "0.1.0"
+__all__ = ["InstanceWiseTemplate", "__version__"]

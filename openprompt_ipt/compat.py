@@ -1,0 +1,163 @@
+"""Shims that let unmodified OpenPrompt (1.0.1 / HEAD) import and run on newer transformers.
+
+OpenPrompt was written against transformers 4.x. Three things it uses are gone:
+  * ``transformers.generation_utils`` (removed in 4.40) -> alias to ``transformers.generation``;
+  * ``transformers.AdamW`` (removed in 4.50)            -> ``torch.optim.AdamW``;
+  * on 5.x, tokenizers lost ``build_inputs_with_special_tokens`` and the non-formatted form of
+    ``get_special_tokens_mask`` (OpenPrompt's tokenizer wrappers call both) -> rebuilt from what
+    the tokenizer itself adds around a probe text.
+Plus two modules OpenPrompt imports for names only (``transformers.data.processors.utils``,
+``tokenization_utils.SPECIAL_TOKENS_MAP_FILE``). ``apply()`` is idempotent and is called when
+``openprompt_ipt`` is imported, before anything imports ``openprompt``.
+"""
+from __future__ import annotations
+
+import importlib.util
+import sys
+import types
+from typing import List, Optional
+
+_APPLIED = False
+
+
+def _missing(module: str) -> bool:
+    if module in sys.modules:
+        return False
+    try:
+        return importlib.util.find_spec(module) is None
+    except ModuleNotFoundError:
+        return True
+
+
+def _alias_generation_utils() -> None:
+    if not _missing("transformers.generation_utils"):
+        return
+    import transformers
+
+    mod = types.ModuleType("transformers.generation_utils")
+    mod.GenerationMixin = transformers.GenerationMixin
+    sys.modules["transformers.generation_utils"] = mod
+
+
+def _restore_adamw() -> None:
+    import torch
+    import transformers
+
+    if hasattr(transformers, "AdamW"):
+        return
+    # On 5.x importing ``transformers.models`` swaps the top-level lazy module for a new object,
+    # so an attribute set on the module is lost: answer the name from the lazy-module class.
+    from transformers.utils import import_utils
+
+    lazy = import_utils._LazyModule
+    original = lazy.__getattr__
+
+    def __getattr__(self, name):
+        if name == "AdamW" and self.__name__ == "transformers":
+            return torch.optim.AdamW
+        return original(self, name)
+
+    lazy.__getattr__ = __getattr__
+
+
+def _restore_processor_utils() -> None:
+    if not _missing("transformers.data.processors.utils"):
+        return
+    from dataclasses import dataclass
+
+    @dataclass
+    class InputExample:  # only imported by OpenPrompt, never used on our paths
+        guid: str
+        text_a: str
+        text_b: Optional[str] = None
+        label: Optional[str] = None
+
+    @dataclass
+    class InputFeatures:
+        input_ids: List[int]
+        attention_mask: Optional[List[int]] = None
+        token_type_ids: Optional[List[int]] = None
+        label: Optional[int] = None
+
+    for name in ("transformers.data.processors", "transformers.data.processors.utils"):
+        sys.modules.setdefault(name, types.ModuleType(name))
+    utils = sys.modules["transformers.data.processors.utils"]
+    utils.InputExample, utils.InputFeatures = InputExample, InputFeatures
+
+
+def _restore_special_tokens_map_file() -> None:
+    import transformers.tokenization_utils as tu
+
+    if not hasattr(tu, "SPECIAL_TOKENS_MAP_FILE"):
+        tu.SPECIAL_TOKENS_MAP_FILE = "special_tokens_map.json"
+
+
+def _special_token_frame(tokenizer, pair: bool):
+    """(prefix, middle, suffix) ids the tokenizer adds around one or two sequences, found by probing."""
+    cache = tokenizer.__dict__.setdefault("_ipt_special_frame", {})
+    if pair in cache:
+        return cache[pair]
+    a = tokenizer.encode("a", add_special_tokens=False)
+    b = tokenizer.encode("b", add_special_tokens=False)
+    full = tokenizer.encode("a", "b", add_special_tokens=True) if pair else tokenizer.encode("a", add_special_tokens=True)
+
+    def find(seq, sub, start=0):
+        for i in range(start, len(seq) - len(sub) + 1):
+            if seq[i:i + len(sub)] == sub:
+                return i
+        raise RuntimeError(f"cannot locate the probe text in {full}; this tokenizer is not supported on this transformers version")
+
+    i = find(full, a)
+    if not pair:
+        frame = (full[:i], [], full[i + len(a):])
+    else:
+        j = find(full, b, i + len(a))
+        frame = (full[:i], full[i + len(a):j], full[j + len(b):])
+    cache[pair] = frame
+    return frame
+
+
+def _build_inputs_with_special_tokens(self, token_ids_0, token_ids_1=None):
+    pre, mid, post = _special_token_frame(self, token_ids_1 is not None)
+    if token_ids_1 is None:
+        return list(pre) + list(token_ids_0) + list(post)
+    return list(pre) + list(token_ids_0) + list(mid) + list(token_ids_1) + list(post)
+
+
+def _patch_tokenizers() -> None:
+    """Fast (4.x) and all 5.x tokenizers only answer ``get_special_tokens_mask`` for already-formatted
+    ids; 5.x also dropped ``build_inputs_with_special_tokens``. Python ("slow") tokenizers override
+    both with their own correct versions, so patching the shared base class is enough."""
+    from transformers import tokenization_utils_base as tub
+
+    base = tub.PreTrainedTokenizerBase
+    if getattr(base, "_ipt_patched", False):
+        return
+    if not hasattr(base, "build_inputs_with_special_tokens"):
+        base.build_inputs_with_special_tokens = _build_inputs_with_special_tokens
+    original_mask = base.get_special_tokens_mask
+
+    def get_special_tokens_mask(self, token_ids_0, token_ids_1=None, already_has_special_tokens=False):
+        if already_has_special_tokens:
+            return original_mask(self, token_ids_0, token_ids_1, already_has_special_tokens=True)
+        pre, mid, post = _special_token_frame(self, token_ids_1 is not None)
+        mask = [1] * len(pre) + [0] * len(token_ids_0)
+        if token_ids_1 is not None:
+            mask += [1] * len(mid) + [0] * len(token_ids_1)
+        return mask + [1] * len(post)
+
+    base.get_special_tokens_mask = get_special_tokens_mask
+    base._ipt_patched = True
+
+
+def apply() -> None:
+    """Install every shim OpenPrompt needs on the installed transformers version (idempotent)."""
+    global _APPLIED
+    if _APPLIED:
+        return
+    _alias_generation_utils()
+    _restore_adamw()
+    _restore_processor_utils()
+    _restore_special_tokens_map_file()
+    _patch_tokenizers()
+    _APPLIED = True

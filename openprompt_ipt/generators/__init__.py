@@ -1,0 +1,7 @@
+"""How a prompt is made from an instance."""
+from .encoders import ENCODER_BODIES, EncoderConfig, PromptEncoder
+from .strategies import STRATEGIES, EncoderIPT, InstancePromptGenerator, PretrainedIPT, RandomIPT
+from .vocab_table import VocabPromptTable, load_table, save_table
+
+__all__ = ["ENCODER_BODIES", "EncoderConfig", "PromptEncoder", "STRATEGIES", "EncoderIPT",
+           "InstancePromptGenerator", "PretrainedIPT", "RandomIPT", "VocabPromptTable", "load_table", "save_table"]

@@ -1,0 +1,31 @@
+"""Load a pretrained encoder body (from a category classifier export) into Encoder IPT.
+
+Export layout (a directory): ``classifier.safetensors`` with ``body.*`` (and other) tensors, and
+``classifier.json`` with the ``EncoderConfig`` fields under ``"encoder"``."""
+from __future__ import annotations
+
+import json
+import os
+
+from torch import nn
+
+
+def load_encoder_body(encoder: nn.Module, path: str) -> dict:
+    from safetensors.torch import load_file
+
+    weights, config = os.path.join(path, "classifier.safetensors"), os.path.join(path, "classifier.json")
+    for f in (weights, config):
+        if not os.path.isfile(f):
+            raise FileNotFoundError(f"encoder_path '{path}' lacks {os.path.basename(f)}: point it at a directory "
+                                    "written by experiments/pretrain_categories.py")
+    with open(config) as fh:
+        meta = json.load(fh)
+    saved = meta.get("encoder", {})
+    mine = encoder.config.to_dict()
+    for key in ("name", "input_dim", "hidden"):
+        if key in saved and saved[key] != mine[key]:
+            raise ValueError(f"encoder_path '{path}' holds a {key}={saved[key]} encoder but this template asks for "
+                             f"{key}={mine[key]}: set encoder/encoder_hidden to match the export")
+    state = {k[len("body."):]: v for k, v in load_file(weights).items() if k.startswith("body.")}
+    encoder.body.load_state_dict(state, strict=True)
+    return meta

@@ -1,0 +1,101 @@
+"""The vocabulary-sized prompt table of Random / Pretrained IPT and its exported-file format.
+
+A table row per vocabulary id (plus one learned *pad* row used where an example has fewer than L
+tokens). Two budget knobs keep it near the paper's 0.5-1.5 % of the PLM instead of a full
+vocab x hidden table: ``dim`` smaller than the PLM hidden size (a learned up-projection follows),
+and ``rows`` restricting the table to the ids a task actually uses (all other ids share one row).
+The embedding is ``sparse``: a step's gradient and optimizer update touch only looked-up rows.
+"""
+from __future__ import annotations
+
+import json
+import os
+from typing import Optional, Sequence
+
+import torch
+from torch import nn
+
+TABLE_TENSOR = "embedding"  # tensor name inside an exported table file
+
+
+class VocabPromptTable(nn.Module):
+    def __init__(self, vocab_size: int, output_dim: int, dim: Optional[int] = None,
+                 rows: Optional[Sequence[int]] = None, init_std: float = 0.02, sparse: bool = True,
+                 weight: Optional[torch.Tensor] = None):
+        super().__init__()
+        dim = dim or output_dim
+        if dim <= 0:
+            raise ValueError(f"table_dim must be positive, got {dim}")
+        self.vocab_size, self.dim, self.output_dim = vocab_size, dim, output_dim
+        self.pad_id = vocab_size  # sentinel id for "no token here"
+        if rows is None:
+            self.rows = None
+            n_rows = vocab_size + 1
+        else:
+            self.rows = sorted({int(r) for r in rows})
+            if not self.rows or self.rows[0] < 0 or self.rows[-1] >= vocab_size:
+                raise ValueError(f"vocab_rows must be non-empty ids in [0, {vocab_size}); got {len(self.rows)} ids")
+            # row 0: every id outside ``rows``; rows 1..R: kept ids; row R+1: pad
+            n_rows = len(self.rows) + 2
+            row_of = torch.zeros(vocab_size + 1, dtype=torch.long)
+            row_of[torch.tensor(self.rows)] = torch.arange(1, len(self.rows) + 1)
+            row_of[vocab_size] = n_rows - 1
+            self.register_buffer("row_of", row_of, persistent=False)
+        self.embedding = nn.Embedding(n_rows, dim, sparse=sparse)
+        nn.init.normal_(self.embedding.weight, std=init_std)
+        if weight is not None:
+            self.load_vocab_weight(weight)
+        self.project = nn.Linear(dim, output_dim) if dim != output_dim else None
+
+    @torch.no_grad()
+    def load_vocab_weight(self, weight: torch.Tensor) -> None:
+        """Copy a (vocab, dim) matrix into the table (only the kept rows when restricted)."""
+        if weight.shape[1] != self.dim:
+            raise ValueError(f"table width {weight.shape[1]} != table_dim {self.dim}")
+        n = min(weight.shape[0], self.vocab_size)
+        if self.rows is None:
+            self.embedding.weight[:n] = weight[:n].to(self.embedding.weight.dtype)
+        else:
+            kept = torch.tensor([r for r in self.rows if r < n], dtype=torch.long)
+            self.embedding.weight[self.row_of[kept]] = weight[kept].to(self.embedding.weight.dtype)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        rows = ids if self.rows is None else self.row_of[ids]
+        out = self.embedding(rows)
+        return self.project(out) if self.project is not None else out
+
+
+def save_table(path: str, weight: torch.Tensor, metadata: dict) -> None:
+    """Write an exported table atomically (a temp file renamed into place)."""
+    from safetensors.torch import save_file
+
+    meta = {k: v if isinstance(v, str) else json.dumps(v) for k, v in metadata.items()}
+    meta.setdefault("vocab_size", str(weight.shape[0]))
+    meta.setdefault("dim", str(weight.shape[1]))
+    tmp = path + ".tmp"
+    save_file({TABLE_TENSOR: weight.detach().contiguous().cpu()}, tmp, metadata=meta)
+    os.replace(tmp, path)
+
+
+def load_table(path: str, vocab_size: int, hidden_size: int, tokenizer_vocab: Optional[int] = None):
+    """Read and validate an exported table: returns ``(weight, metadata)``."""
+    from safetensors import safe_open
+
+    if not os.path.isfile(path):
+        raise FileNotFoundError(
+            f"pretrained table '{path}' not found: run experiments/pretrain_categories.py to export one, "
+            "or set pretrained_path to an existing .safetensors file")
+    with safe_open(path, framework="pt") as f:
+        if TABLE_TENSOR not in f.keys():
+            raise ValueError(f"'{path}' holds no '{TABLE_TENSOR}' tensor: not a table exported by openprompt_ipt")
+        weight = f.get_tensor(TABLE_TENSOR)
+        metadata = f.metadata() or {}
+    rows, dim = weight.shape
+    if rows not in {vocab_size, tokenizer_vocab}:
+        raise ValueError(
+            f"pretrained table '{path}' has {rows} rows but this PLM/tokenizer has {vocab_size} ids"
+            f" (tokenizer '{metadata.get('tokenizer', '?')}'): export it with this PLM's tokenizer")
+    if dim > hidden_size:
+        raise ValueError(f"pretrained table '{path}' is {dim}-d, wider than the PLM hidden size {hidden_size}: "
+                         "export it with --dim <= hidden size")
+    return weight, metadata

@@ -1,0 +1,47 @@
+"""Input-layer injection (Prompt Tuning style): prompts enter as extra embeddings before the text.
+
+``prepend`` extends ``inputs_embeds`` / ``attention_mask`` / ``token_type_ids`` together, and
+``trim_outputs`` removes the prompt positions again from *both* logits and hidden states, so a
+verbalizer reading hidden states (SoftVerbalizer) sees the same positions as the ``loss_ids``.
+OpenPrompt's SoftTemplate trims only the logits.
+"""
+from __future__ import annotations
+
+import torch
+
+# Families whose position ids start after padding_idx (so pad_token_id + 1 positions are unusable).
+_PADDING_OFFSET_FAMILIES = {"roberta", "xlm-roberta", "xlm-roberta-xl", "camembert", "roberta-prelayernorm"}
+
+
+def max_positions(config) -> int:
+    n = int(getattr(config, "max_position_embeddings", 10 ** 9))
+    if getattr(config, "model_type", "") in _PADDING_OFFSET_FAMILIES:
+        n -= int(getattr(config, "pad_token_id", 1) or 0) + 1
+    return n
+
+
+def prepend(batch, prompts: torch.Tensor, limit: int | None = None):
+    """Put ``prompts`` (B, n, H) in front of ``batch['inputs_embeds']`` and widen the masks."""
+    embeds = batch["inputs_embeds"]
+    n = prompts.size(1)
+    if limit is not None and n + embeds.size(1) > limit:
+        raise ValueError(f"{n} prompt tokens + {embeds.size(1)} input tokens exceed the model's {limit} positions: "
+                         f"set max_seq_length <= {limit - n} or use fewer prompt tokens")
+    batch["inputs_embeds"] = torch.cat([prompts.to(embeds.dtype), embeds], dim=1)
+    for key in ("attention_mask", "token_type_ids"):
+        value = batch.get(key) if hasattr(batch, "get") else getattr(batch, key, None)
+        if value is not None:
+            fill = torch.ones if key == "attention_mask" else torch.zeros
+            batch[key] = torch.cat([fill(value.size(0), n, dtype=value.dtype, device=value.device), value], dim=1)
+    return batch
+
+
+def trim_outputs(outputs, n: int):
+    """Drop the first ``n`` (prompt) positions from logits and every hidden-state layer."""
+    if n == 0:
+        return outputs
+    if getattr(outputs, "logits", None) is not None:
+        outputs.logits = outputs.logits[:, n:]
+    if getattr(outputs, "hidden_states", None) is not None:
+        outputs.hidden_states = tuple(h[:, n:] for h in outputs.hidden_states)
+    return outputs

@@ -1,0 +1,45 @@
+"""save/load of only the trained weights (safetensors) beside a JSON config, written atomically."""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from typing import Iterable
+
+from torch import nn
+
+
+def trainable_state(module: nn.Module, skip: Iterable[str] = ()) -> dict:
+    skip = tuple(skip)
+    return {n: p.detach().contiguous().cpu() for n, p in module.named_parameters()
+            if p.requires_grad and not n.startswith(skip)}
+
+
+def save_trainable(module: nn.Module, directory: str, weights_file: str, config_file: str, config: dict,
+                   skip: Iterable[str] = ()) -> None:
+    from safetensors.torch import save_file
+
+    os.makedirs(directory, exist_ok=True)
+    # write both into a temp dir first, then rename: no half-written pair is ever visible
+    with tempfile.TemporaryDirectory(dir=directory) as tmp:
+        save_file(trainable_state(module, skip), os.path.join(tmp, weights_file))
+        with open(os.path.join(tmp, config_file), "w") as f:
+            json.dump(config, f, indent=2)
+        os.replace(os.path.join(tmp, weights_file), os.path.join(directory, weights_file))
+        os.replace(os.path.join(tmp, config_file), os.path.join(directory, config_file))
+
+
+def load_trainable(module: nn.Module, path: str) -> None:
+    from safetensors.torch import load_file
+
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"weights file '{path}' not found")
+    state = load_file(path)
+    own = dict(module.named_parameters())
+    unknown = [k for k in state if k not in own]
+    if unknown:
+        raise ValueError(f"'{path}' has weights this module lacks: {unknown[:5]} (was it saved from another config?)")
+    for name, tensor in state.items():
+        if own[name].shape != tensor.shape:
+            raise ValueError(f"'{path}': {name} is {tuple(tensor.shape)} but the module expects {tuple(own[name].shape)}")
+        own[name].data.copy_(tensor)

@@ -1,0 +1,139 @@
+"""InstanceWiseTemplate: IPT on Prompt Tuning — per-example prompt vectors at the input layer.
+
+It is an OpenPrompt ``MixedTemplate`` (hard words, ``{"mask"}``, ``{"placeholder": "text_a"}`` and
+task-level ``{"soft"}`` tokens keep working) that adds, in ``process_batch``,
+``[task prompt (task_prompt_length)] [instance prompt G(x) (prompt_length)]`` before the text, and
+removes those positions in ``post_processing_outputs``. Which tokens are "the example's own" is a
+template input flag (``instance_token_ids``: 1 on placeholder text), so OpenPrompt's tokenizer
+wrapper carries it through truncation and special tokens like any other flag.
+
+``strategy: none`` with ``task_prompt_length > 0`` is plain Prompt Tuning (Lester et al.).
+"""
+from __future__ import annotations
+
+import json
+import os
+from typing import Optional, Sequence
+
+import torch
+from openprompt.prompts import MixedTemplate
+from torch import nn
+
+from ..generators.strategies import STRATEGIES, TOKEN_SOURCES, EncoderIPT, PretrainedIPT
+from ..injection import max_positions, prepend, trim_outputs
+from ..serialization import load_trainable, save_trainable
+
+STRATEGY_NAMES = ("none",) + tuple(STRATEGIES)
+CONFIG_FILE, WEIGHTS_FILE = "template_config.json", "template.safetensors"
+
+
+class InstanceWiseTemplate(MixedTemplate):
+    registered_inputflag_names = ["soft_token_ids", "loss_ids", "shortenable_ids", "instance_token_ids"]
+
+    def __init__(self, model, tokenizer, text: Optional[str] = None, strategy: str = "random",
+                 prompt_length: int = 16, task_prompt_length: int = 0, token_source: str = "content",
+                 table_dim: Optional[int] = None, vocab_rows: Optional[Sequence[int]] = None,
+                 init_std: Optional[float] = None, sparse: bool = True, pretrained_path: Optional[str] = None,
+                 encoder: str = "textcnn", encoder_hidden: int = 128, encoder_dropout: float = 0.1,
+                 encoder_path: Optional[str] = None, sequence_utilization_rate: float = 1.0,
+                 max_source_tokens: int = 512,
+                 placeholder_mapping: dict = {"<text_a>": "text_a", "<text_b>": "text_b"}):
+        if strategy not in STRATEGY_NAMES:
+            raise ValueError(f"unknown strategy '{strategy}': choose one of {list(STRATEGY_NAMES)}")
+        if token_source not in TOKEN_SOURCES:
+            raise ValueError(f"unknown token_source '{token_source}': choose one of {list(TOKEN_SOURCES)}")
+        if strategy != "none" and int(prompt_length) <= 0:
+            raise ValueError(f"prompt_length must be a positive integer for strategy '{strategy}', got {prompt_length}")
+        if int(task_prompt_length) < 0:
+            raise ValueError(f"task_prompt_length must be >= 0, got {task_prompt_length}")
+        super().__init__(model=model, tokenizer=tokenizer, text=None, placeholder_mapping=placeholder_mapping)
+        self.strategy = strategy
+        self.prompt_length = int(prompt_length) if strategy != "none" else 0
+        self.task_prompt_length = int(task_prompt_length)
+        self.n_prefix = self.prompt_length + self.task_prompt_length
+        self.position_limit = max_positions(model.config)
+        if self.n_prefix + 3 > self.position_limit:  # [CLS] <mask> [SEP] at least
+            raise ValueError(f"prompt_length + task_prompt_length = {self.n_prefix} leaves no room under the model's "
+                             f"{self.position_limit} positions: use at most {self.position_limit - 3} prompt tokens")
+        hidden = self.embedding_size
+        vocab_size = self.raw_embedding.num_embeddings
+        if init_std is None:  # prompts start at the scale of the PLM's own token embeddings
+            init_std = float(self.raw_embedding.weight.detach().float().std())
+        self.init_config = dict(
+            strategy=strategy, prompt_length=self.prompt_length, task_prompt_length=self.task_prompt_length,
+            token_source=token_source, table_dim=table_dim, vocab_rows=list(vocab_rows) if vocab_rows else None,
+            init_std=init_std, sparse=sparse, pretrained_path=pretrained_path, encoder=encoder,
+            encoder_hidden=encoder_hidden, encoder_dropout=encoder_dropout, encoder_path=encoder_path,
+            sequence_utilization_rate=sequence_utilization_rate, max_source_tokens=max_source_tokens,
+            text=text)
+
+        common = dict(vocab_size=vocab_size, hidden_size=hidden, prompt_length=self.prompt_length,
+                      token_source=token_source, pad_token_id=tokenizer.pad_token_id or 0)
+        if strategy == "none":
+            self.generator = None
+        elif strategy == "encoder":
+            self.generator = EncoderIPT(**common, plm_embedding=self.raw_embedding, pretrained_path=pretrained_path,
+                                        tokenizer_vocab=len(tokenizer), encoder=encoder, encoder_hidden=encoder_hidden,
+                                        sequence_utilization_rate=sequence_utilization_rate,
+                                        max_source_tokens=max_source_tokens, encoder_dropout=encoder_dropout,
+                                        encoder_path=encoder_path)
+        else:
+            kwargs = dict(common, vocab_rows=vocab_rows, init_std=init_std, sparse=sparse)
+            if strategy == "pretrained":
+                self.generator = PretrainedIPT(pretrained_path=pretrained_path, tokenizer_vocab=len(tokenizer), **kwargs)
+            else:
+                self.generator = STRATEGIES[strategy](table_dim=table_dim, **kwargs)
+        if self.task_prompt_length:
+            # Lester et al.: start task prompts from embeddings of sampled vocabulary tokens.
+            rows = torch.randint(0, vocab_size, (self.task_prompt_length,))
+            self.task_prompt = nn.Parameter(self.raw_embedding.weight.detach()[rows].clone())
+        else:
+            self.task_prompt = None
+        self.text = text
+
+    # ---- OpenPrompt hooks -------------------------------------------------------------------
+    def _check_template_format(self):
+        if not any("mask" in d for d in self.text):
+            raise ValueError('template text has no {"mask"}: a masked LM needs one, e.g. '
+                             '\'{"placeholder":"text_a"} It was {"mask"}.\'')
+
+    def on_text_set(self):
+        super().on_text_set()
+        self.instance_token_ids = [1 if "placeholder" in d else 0 for d in self.text]
+        if self.num_soft_token == 0:  # MixedTemplate always makes a 1-row table; nothing uses it here
+            self.soft_embedding.weight.requires_grad_(False)
+
+    def process_batch(self, batch):
+        input_ids = batch["input_ids"]
+        batch = super().process_batch(batch)  # hard + {"soft"} tokens -> inputs_embeds
+        if self.n_prefix == 0:
+            return batch
+        parts = []
+        if self.task_prompt is not None:
+            parts.append(self.task_prompt.unsqueeze(0).expand(input_ids.size(0), -1, -1))
+        if self.generator is not None:
+            content = batch["instance_token_ids"] == 1 if "instance_token_ids" in batch else batch["attention_mask"].bool()
+            parts.append(self.generator(input_ids, content, batch["attention_mask"]))
+        return prepend(batch, torch.cat(parts, dim=1), limit=self.position_limit)
+
+    def post_processing_outputs(self, outputs):
+        return trim_outputs(outputs, self.n_prefix)
+
+    # ---- reporting and persistence ------------------------------------------------------------
+    def num_trainable_parameters(self) -> int:
+        return sum(p.numel() for n, p in self.named_parameters() if p.requires_grad and not n.startswith("raw_embedding"))
+
+    def save_pretrained(self, directory: str) -> None:
+        """Only what this template trained (safetensors) + the arguments that rebuild it (JSON)."""
+        save_trainable(self, directory, WEIGHTS_FILE, CONFIG_FILE, self.init_config, skip=("raw_embedding",))
+
+    @classmethod
+    def from_pretrained(cls, directory: str, model, tokenizer, **overrides) -> "InstanceWiseTemplate":
+        path = os.path.join(directory, CONFIG_FILE)
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"'{directory}' has no {CONFIG_FILE}: save the template with save_pretrained()")
+        with open(path) as f:
+            config = {**json.load(f), **overrides}
+        template = cls(model, tokenizer, **config)
+        load_trainable(template, os.path.join(directory, WEIGHTS_FILE))
+        return template

@@ -1,0 +1,37 @@
+"""Shared builders for the tests (tiny models come from conftest fixtures)."""
+from __future__ import annotations
+
+import torch
+from openprompt import PromptForClassification
+from openprompt.data_utils import InputExample
+from openprompt.plms.mlm import MLMTokenizerWrapper
+from openprompt.prompts import SoftVerbalizer
+
+from openprompt_ipt import InstanceWiseTemplate
+from openprompt_ipt.data import encode_examples, make_loader
+
+TEXT = '{"placeholder":"text_a"} question: {"placeholder":"text_b"} ? {"mask"} .'
+SENTENCES = ["the cat sat on the mat", "a dog ran fast", "she said the movie was great",
+             "they think it is not good", "we know that music is art", "he was slow"]
+
+
+def examples(n=6, labels=2):
+    return [InputExample(guid=str(i), text_a=SENTENCES[i % len(SENTENCES)], text_b="is it good", label=i % labels)
+            for i in range(n)]
+
+
+def build(model, tokenizer, num_classes=2, **template_kwargs):
+    template_kwargs.setdefault("text", TEXT)
+    template = InstanceWiseTemplate(model, tokenizer, **template_kwargs)
+    verbalizer = SoftVerbalizer(tokenizer, model, num_classes=num_classes, label_words=[["yes"], ["no"], ["maybe"]][:num_classes])
+    return PromptForClassification(model, template, verbalizer, freeze_plm=True, plm_eval_mode=True)
+
+
+def batch_for(prompt_model, tokenizer, exs, max_len=64):
+    wrapper = MLMTokenizerWrapper(max_seq_length=max_len, tokenizer=tokenizer, truncate_method="balanced")
+    feats = encode_examples(exs, prompt_model.template, wrapper)
+    return next(iter(make_loader(feats, len(exs), tokenizer.pad_token_id)))
+
+
+def clone(batch):
+    return {k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in batch.items()}

@@ -1,0 +1,52 @@
+"""YAML -> OpenPrompt's own load_template finds our class; config errors name the nearest key."""
+import pytest
+from openprompt.prompts import load_template
+from yacs.config import CfgNode
+
+from helpers import TEXT
+from openprompt_ipt import InstanceWiseTemplate
+from openprompt_ipt.config import load_config
+
+
+def test_openprompt_load_template_builds_instance_wise(bert):
+    model, tok = bert
+    node = CfgNode({"template": "instance_wise",
+                    "instance_wise": {"text": TEXT, "strategy": "encoder", "prompt_length": 3, "encoder": "mlp",
+                                      "sequence_utilization_rate": 0.5}}, new_allowed=True)
+    t = load_template(node, model=model, tokenizer=tok)
+    assert isinstance(t, InstanceWiseTemplate)
+    assert t.generator.rate == 0.5 and t.prompt_length == 3
+
+
+def write(tmp_path, text):
+    p = tmp_path / "c.yaml"
+    p.write_text(text)
+    return str(p)
+
+
+def test_yaml_loads_with_overrides(tmp_path):
+    cfg = load_config(write(tmp_path, "template: instance_wise\ninstance_wise:\n  strategy: random\n  prompt_length: 8\n"),
+                      ["train.epochs=2", "instance_wise.prompt_length=4"])
+    assert cfg["train"]["epochs"] == 2 and cfg["instance_wise"]["prompt_length"] == 4
+    assert cfg["train"]["batch_size"] == 16  # default kept
+
+
+@pytest.mark.parametrize("text,match", [
+    ("trian:\n  epochs: 3\n", "did you mean 'train'"),
+    ("train:\n  epoch: 3\n", "did you mean 'epochs'"),
+    ("instance_wise:\n  prompt_lenght: 3\n", "did you mean 'prompt_length'"),
+    ("template: instance_wize\n", "unknown template 'instance_wize'"),
+])
+def test_unknown_keys_name_the_nearest(tmp_path, text, match):
+    with pytest.raises(KeyError, match=match):
+        load_config(write(tmp_path, text))
+
+
+def test_shipped_yamls_parse():
+    import glob
+
+    files = glob.glob("yamls/cb_*.yaml")
+    assert files
+    for f in files:
+        cfg = load_config(f)
+        assert cfg["dataset"]["name"] == "cb"
