@@ -31,6 +31,10 @@ def _missing(module: str) -> bool:
 
 def _alias_generation_utils() -> None:
     if not _missing("transformers.generation_utils"):
+        # 4.39 still ships it, with a FutureWarning on every OpenPrompt import that users can't act on
+        import warnings
+
+        warnings.filterwarnings("ignore", message="Importing `GenerationMixin` from", category=FutureWarning)
         return
     import transformers
 

@@ -63,3 +63,20 @@ def test_restricted_table_shares_one_row_for_unseen_ids():
     assert not torch.allclose(out[0, 0], out[0, 1])
     assert torch.allclose(out[0, 2], out[0, 3])  # 7 and 9 are both "other"
     assert not torch.allclose(out[0, 4], out[0, 2])  # the pad row is its own
+
+
+def test_row_sparse_adam_matches_sparse_adam_and_keeps_state_for_touched_rows_only():
+    from openprompt_ipt.training.row_sparse_adam import RowSparseAdam
+
+    torch.manual_seed(0)
+    a = torch.nn.Embedding(50, 4, sparse=True)
+    b = torch.nn.Embedding(50, 4, sparse=True)
+    b.weight.data.copy_(a.weight.data)
+    opt_a, opt_b = RowSparseAdam(a.parameters(), lr=0.1), torch.optim.SparseAdam(b.parameters(), lr=0.1)
+    for ids in ([1, 2, 3], [3, 4], [1, 9, 9]):
+        for emb, opt in ((a, opt_a), (b, opt_b)):
+            opt.zero_grad()
+            (emb(torch.tensor(ids)) ** 2).sum().backward()
+            opt.step()
+    assert torch.allclose(a.weight, b.weight, atol=1e-6)
+    assert RowSparseAdam.rows_with_state(opt_a) == 5  # rows 1, 2, 3, 4, 9

@@ -1,8 +1,9 @@
 """Optimizers: separate learning rates for prompt / head / PLM, and sparse rows for vocab tables.
 
-A sparse ``nn.Embedding`` yields gradients for the looked-up rows only; ``SparseAdam`` then
+A sparse ``nn.Embedding`` yields gradients for the looked-up rows only; the optimizer then
 updates only those rows (and their moments), so a step costs what the batch touches, not the
-vocabulary. Everything dense shares one AdamW with per-group learning rates.
+vocabulary. ``RowSparseAdam`` updates only those rows and keeps moments only for rows ever
+touched. Everything dense shares one AdamW with per-group learning rates.
 """
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ from typing import List, Tuple
 
 import torch
 from torch import nn
+
+from .row_sparse_adam import RowSparseAdam
 
 
 def sparse_parameter_ids(module: nn.Module) -> set:
@@ -35,14 +38,14 @@ def build_optimizers(model, lr_prompt: float, lr_head: float, lr_plm: float = 1e
     if groups:
         optimizers.append(torch.optim.AdamW(groups))
     if sparse:
-        optimizers.append(torch.optim.SparseAdam(sparse, lr=lr_prompt))
+        optimizers.append(RowSparseAdam(sparse, lr=lr_prompt))
     if not optimizers:
         raise ValueError("nothing to train: every parameter is frozen (check the template strategy and plm.freeze)")
     return optimizers
 
 
 def dense_parameters(optimizers) -> List[torch.Tensor]:
-    return [p for opt in optimizers if not isinstance(opt, torch.optim.SparseAdam)
+    return [p for opt in optimizers if not isinstance(opt, RowSparseAdam)
             for g in opt.param_groups for p in g["params"]]
 
 

@@ -1,0 +1,59 @@
+"""Adam for sparse embedding gradients whose state grows with the rows actually touched.
+
+``torch.optim.SparseAdam`` updates only the looked-up rows but allocates both moment tensors for
+the whole table (for roberta-large's 50,265 x 1,024 table: 400 MB of state nobody touches on a
+small task). Here a row gets moment slots the first time a gradient reaches it, so step cost *and*
+optimizer memory are proportional to the rows the data uses. Same update rule as SparseAdam.
+"""
+from __future__ import annotations
+
+import torch
+
+
+class RowSparseAdam(torch.optim.Optimizer):
+    def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8):
+        super().__init__(params, dict(lr=lr, betas=betas, eps=eps))
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = closure() if closure is not None else None
+        for group in self.param_groups:
+            b1, b2 = group["betas"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                if not p.grad.is_sparse:
+                    raise RuntimeError("RowSparseAdam needs sparse gradients: build the embedding with sparse=True")
+                grad = p.grad.coalesce()
+                rows, values = grad.indices()[0], grad.values()
+                state = self.state[p]
+                if not state:
+                    state["step"] = 0
+                    state["slot_of"] = torch.full((p.shape[0],), -1, dtype=torch.long, device=p.device)
+                    state["exp_avg"] = p.new_zeros((0,) + p.shape[1:])
+                    state["exp_avg_sq"] = p.new_zeros((0,) + p.shape[1:])
+                slots = self._slots(state, rows)
+                state["step"] += 1
+                m, v = state["exp_avg"], state["exp_avg_sq"]
+                m[slots] = m[slots] * b1 + values * (1 - b1)
+                v[slots] = v[slots] * b2 + values * values * (1 - b2)
+                step = state["step"]
+                size = group["lr"] * (1 - b2 ** step) ** 0.5 / (1 - b1 ** step)
+                p[rows] -= size * m[slots] / (v[slots].sqrt() + group["eps"])
+        return loss
+
+    @staticmethod
+    def _slots(state, rows: torch.Tensor) -> torch.Tensor:
+        slot_of = state["slot_of"]
+        new = rows[slot_of[rows] < 0]
+        if new.numel():
+            start = state["exp_avg"].shape[0]
+            slot_of[new] = torch.arange(start, start + new.numel(), device=rows.device)
+            pad = state["exp_avg"].new_zeros((new.numel(),) + state["exp_avg"].shape[1:])
+            state["exp_avg"] = torch.cat([state["exp_avg"], pad])
+            state["exp_avg_sq"] = torch.cat([state["exp_avg_sq"], pad.clone()])
+        return slot_of[rows]
+
+    @staticmethod
+    def rows_with_state(optimizer) -> int:
+        return sum(s["exp_avg"].shape[0] for s in optimizer.state.values() if "exp_avg" in s)
