@@ -28,7 +28,7 @@ def main(argv=None) -> int:
     out = args.output_dir or cfg.get("output_dir") or os.path.join("runs", name, f"seed{cfg['seed']}")
     try:
         result = run_experiment(cfg, args.data_root, out, show_progress=not args.quiet)
-    except (ValueError, FileNotFoundError, KeyError) as e:
+    except (ValueError, FileNotFoundError, KeyError, ImportError) as e:
         print(f"error: {str(e).strip(chr(39) + chr(34))}", file=sys.stderr)
         return 2
     print(format_result(result))
