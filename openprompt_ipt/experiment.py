@@ -97,6 +97,7 @@ def run_experiment(cfg: Dict, root: str | None = None, output_dir: str | None = 
     from .data import encode_examples, make_loader
     from .injection import max_positions
     from .training import TrainConfig, Trainer, evaluate, set_seed
+    from .training.optim import split_counts
 
     started = time.time()
     root = data_root(root)
@@ -120,8 +121,6 @@ def run_experiment(cfg: Dict, root: str | None = None, output_dir: str | None = 
     trainer = Trainer(model, train_cfg, output_dir=output_dir)
     best_dev = trainer.fit(train_loader, dev_loader)
     test_metrics = evaluate(model, test_loader, trainer.device, desc="test", show_progress=show_progress)
-    from .training.optim import split_counts
-
     prompt_n, head_n, plm_n = split_counts(model)
     result = {"dataset": cfg["dataset"]["name"], "template": cfg["template"],
               "strategy": (cfg.get(cfg["template"]) or {}).get("strategy"), "backbone": cfg["plm"]["model_path"],

@@ -62,10 +62,10 @@ class PretrainedIPT(RandomIPT):
         if not pretrained_path:
             raise ValueError("strategy 'pretrained' needs pretrained_path: the .safetensors table exported by "
                              "experiments/pretrain_categories.py")
-        weight, self_meta = load_table(pretrained_path, vocab_size, hidden_size, tokenizer_vocab)
+        weight, metadata = load_table(pretrained_path, vocab_size, hidden_size, tokenizer_vocab)
         kwargs["table_dim"] = weight.shape[1]
         super().__init__(vocab_size, hidden_size, prompt_length, weight=weight, **kwargs)
-        self.table_metadata = self_meta
+        self.table_metadata = metadata
 
 
 class EncoderIPT(InstancePromptGenerator):
