@@ -1,9 +1,8 @@
 """Optimizers: separate learning rates for prompt / head / PLM, and sparse rows for vocab tables.
 
-A sparse ``nn.Embedding`` yields gradients for the looked-up rows only; the optimizer then
-updates only those rows (and their moments), so a step costs what the batch touches, not the
-vocabulary. ``RowSparseAdam`` updates only those rows and keeps moments only for rows ever
-touched. Everything dense shares one AdamW with per-group learning rates.
+A sparse ``nn.Embedding`` yields gradients for the looked-up rows only; ``RowSparseAdam`` updates
+just those rows and keeps moments only for rows ever touched, so a step costs what the batch
+touches, not the vocabulary. Everything dense shares one AdamW with per-group learning rates.
 """
 from __future__ import annotations
 

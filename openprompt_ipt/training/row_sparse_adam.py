@@ -44,16 +44,23 @@ class RowSparseAdam(torch.optim.Optimizer):
 
     @staticmethod
     def _slots(state, rows: torch.Tensor) -> torch.Tensor:
+        """Slots of ``rows`` in the moment buffers; new rows get the next free slots. Buffers grow by
+        doubling, so copying them is amortised instead of happening on every step that meets new rows."""
         slot_of = state["slot_of"]
         new = rows[slot_of[rows] < 0]
         if new.numel():
-            start = state["exp_avg"].shape[0]
-            slot_of[new] = torch.arange(start, start + new.numel(), device=rows.device)
-            pad = state["exp_avg"].new_zeros((new.numel(),) + state["exp_avg"].shape[1:])
-            state["exp_avg"] = torch.cat([state["exp_avg"], pad])
-            state["exp_avg_sq"] = torch.cat([state["exp_avg_sq"], pad.clone()])
+            used = state["used"] = state.get("used", 0)
+            need = used + new.numel()
+            if need > state["exp_avg"].shape[0]:
+                capacity = max(need, 2 * state["exp_avg"].shape[0], 64)
+                for key in ("exp_avg", "exp_avg_sq"):
+                    grown = state[key].new_zeros((capacity,) + state[key].shape[1:])
+                    grown[:used] = state[key][:used]
+                    state[key] = grown
+            slot_of[new] = torch.arange(used, need, device=rows.device)
+            state["used"] = need
         return slot_of[rows]
 
     @staticmethod
     def rows_with_state(optimizer) -> int:
-        return sum(s["exp_avg"].shape[0] for s in optimizer.state.values() if "exp_avg" in s)
+        return sum(s.get("used", 0) for s in optimizer.state.values())
