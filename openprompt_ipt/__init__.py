@@ -9,9 +9,10 @@ compat.apply()
 
 from openprompt.prompts import TEMPLATE_CLASS  # noqa: E402  (after the shims)
 
-from .templates import InstanceWiseTemplate  # noqa: E402
+from .templates import GeneratedPrefixTemplate, InstanceWiseTemplate  # noqa: E402
 
 TEMPLATE_CLASS["instance_wise"] = InstanceWiseTemplate
+TEMPLATE_CLASS["generated_prefix"] = GeneratedPrefixTemplate
 
 __version__ = "0.1.0"
-__all__ = ["InstanceWiseTemplate", "__version__"]
+__all__ = ["GeneratedPrefixTemplate", "InstanceWiseTemplate", "__version__"]

@@ -35,3 +35,12 @@ def batch_for(prompt_model, tokenizer, exs, max_len=64):
 
 def clone(batch):
     return {k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
+
+
+def build_prefix(model, tokenizer, num_classes=2, **template_kwargs):
+    from openprompt_ipt import GeneratedPrefixTemplate
+
+    template_kwargs.setdefault("text", TEXT)
+    template = GeneratedPrefixTemplate(model, tokenizer, **template_kwargs)
+    verbalizer = SoftVerbalizer(tokenizer, model, num_classes=num_classes, label_words=[["yes"], ["no"], ["maybe"]][:num_classes])
+    return PromptForClassification(model, template, verbalizer, freeze_plm=True, plm_eval_mode=True)

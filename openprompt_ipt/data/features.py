@@ -13,18 +13,19 @@ import torch
 from torch.utils.data import DataLoader, Sampler
 from tqdm.auto import tqdm
 
-SEQUENCE_KEYS = ("input_ids", "attention_mask", "token_type_ids", "loss_ids", "soft_token_ids", "instance_token_ids")
+SEQUENCE_KEYS = ("input_ids", "attention_mask", "token_type_ids", "loss_ids", "soft_token_ids")
 
 
 def encode_examples(examples: Sequence, template, tokenizer_wrapper, desc: str = "tokenizing") -> List[Dict]:
     if len(examples) == 0:
         raise ValueError(f"no examples to encode ({desc}): check the data path and split name")
+    keys = set(SEQUENCE_KEYS) | set(getattr(template, "registered_inputflag_names", ()))  # + the template's flags
     features = []
     for ex in tqdm(examples, desc=desc, leave=False, disable=len(examples) < 500):
         wrapped = template.wrap_one_example(ex)
         enc = tokenizer_wrapper.tokenize_one_example(wrapped, teacher_forcing=False)
         length = int(sum(enc["attention_mask"]))
-        feat = {k: torch.tensor(v[:length]) for k, v in enc.items() if k in SEQUENCE_KEYS}
+        feat = {k: torch.tensor(v[:length]) for k, v in enc.items() if k in keys}
         feat["label"] = torch.tensor(int(ex.label) if ex.label is not None else -1)
         feat["guid"] = ex.guid
         features.append(feat)
@@ -36,7 +37,7 @@ def collate(features: List[Dict], pad_token_id: int) -> Dict:
     batch = {}
     for key in features[0]:
         values = [f[key] for f in features]
-        if key in SEQUENCE_KEYS:
+        if isinstance(values[0], torch.Tensor) and values[0].dim() == 1:  # per-token: pad to the batch
             pad = pad_token_id if key == "input_ids" else 0
             out = torch.full((len(values), length), pad, dtype=values[0].dtype)
             for i, v in enumerate(values):

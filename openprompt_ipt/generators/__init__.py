@@ -1,7 +1,15 @@
 """How a prompt is made from an instance."""
 from .encoders import ENCODER_BODIES, EncoderConfig, PromptEncoder
+from .idpg import IDPGConfig, IDPGGenerator
+from .ipt_prefix import IPTPrefixConfig, IPTPrefixGenerator
+from .layered import GeneratorContext, InstanceInputs, LayerPromptGenerator
+from .phm import PHMLinear
+from .prefix import PrefixConfig, PrefixGenerator
+from .registry import GENERATORS
 from .strategies import STRATEGIES, EncoderIPT, InstancePromptGenerator, PretrainedIPT, RandomIPT
 from .vocab_table import VocabPromptTable, load_table, save_table
 
-__all__ = ["ENCODER_BODIES", "EncoderConfig", "PromptEncoder", "STRATEGIES", "EncoderIPT",
-           "InstancePromptGenerator", "PretrainedIPT", "RandomIPT", "VocabPromptTable", "load_table", "save_table"]
+__all__ = ["ENCODER_BODIES", "EncoderConfig", "PromptEncoder", "IDPGConfig", "IDPGGenerator", "IPTPrefixConfig",
+           "IPTPrefixGenerator", "GeneratorContext", "InstanceInputs", "LayerPromptGenerator", "PHMLinear",
+           "PrefixConfig", "PrefixGenerator", "GENERATORS", "STRATEGIES", "EncoderIPT", "InstancePromptGenerator",
+           "PretrainedIPT", "RandomIPT", "VocabPromptTable", "load_table", "save_table"]

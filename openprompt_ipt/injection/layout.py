@@ -1,0 +1,56 @@
+"""Find the pieces of a BERT-style encoder that per-layer injection hooks attach to.
+
+Works for any masked LM whose base model has ``encoder.layer[i].attention.self`` with
+``query``/``key``/``value`` projections (BERT, RoBERTa, XLM-R, CamemBERT, ELECTRA, ERNIE, Data2Vec-text,
+...), on transformers 4.39 (``past_key_value`` tuples) and 5.x (``past_key_values`` Cache objects).
+"""
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+from typing import List
+
+from torch import nn
+
+SUPPORTED = "bert, roberta, xlm-roberta, camembert, electra, ernie, data2vec-text (BERT-style encoder.layer[i].attention.self)"
+
+
+@dataclass
+class EncoderLayout:
+    layers: List[nn.Module]          # transformer blocks, input = hidden states of the previous block
+    attentions: List[nn.Module]      # their self-attention modules (q/k/v projections)
+    num_heads: int
+    head_dim: int
+    cache_style: str                 # "tuple" (past_key_value=(k, v)) or "cache" (past_key_values=Cache)
+
+    @property
+    def num_layers(self) -> int:
+        return len(self.layers)
+
+
+def find_layout(model: nn.Module) -> EncoderLayout:
+    base = getattr(model, "base_model", model)
+    family = getattr(getattr(model, "config", None), "model_type", type(model).__name__)
+    layers = getattr(getattr(base, "encoder", None), "layer", None)
+    problem = None
+    if not isinstance(layers, nn.ModuleList) or len(layers) == 0:
+        problem = "no encoder.layer list"
+    else:
+        attentions = [getattr(getattr(layer, "attention", None), "self", None) for layer in layers]
+        if any(a is None or not all(hasattr(a, p) for p in ("query", "key", "value")) for a in attentions):
+            problem = "no attention.self with query/key/value in its layers"
+    if problem:
+        raise ValueError(f"per-layer prompts cannot find the attention layout of '{family}' ({type(model).__name__}: "
+                         f"{problem}); supported families: {SUPPORTED}. Use injection: input for other models")
+    first = attentions[0]
+    params = inspect.signature(first.forward).parameters
+    if "past_key_values" in params:
+        style = "cache"
+    elif "past_key_value" in params:
+        style = "tuple"
+    else:
+        raise ValueError(f"'{family}' self-attention ({type(first).__name__}) takes no past key/values: "
+                         f"kv prefixes are unsupported there; use injection: hidden or input")
+    heads = int(getattr(first, "num_attention_heads", 0) or model.config.num_attention_heads)
+    head_dim = int(getattr(first, "attention_head_size", 0) or model.config.hidden_size // heads)
+    return EncoderLayout(list(layers), attentions, heads, head_dim, style)

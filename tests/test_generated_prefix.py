@@ -1,0 +1,176 @@
+"""GeneratedPrefixTemplate: every generator x injection mode trains, injection is exact, prompts are per instance."""
+import pytest
+import torch
+import transformers
+
+from helpers import batch_for, build_prefix, clone, examples
+from openprompt_ipt import GeneratedPrefixTemplate
+from openprompt_ipt.injection import InjectionPlan, LayerPromptInjector, shifted_position_ids
+
+CASES = {
+    "prefix-kv": dict(generator="prefix"),
+    "ptuning_v2-hidden": dict(generator="prefix", injection="hidden"),
+    "prefix-reparam": dict(generator="prefix", prefix={"reparameterize": True, "reparam_hidden": 8}),
+    "prefix-input": dict(generator="prefix", injection="input"),
+    "ipt_random-kv": dict(generator="ipt_random"),
+    "ipt_random-faithful": dict(generator="ipt_random", ipt={"faithful": True}),
+    "ipt_random-hidden": dict(generator="ipt_random", injection="hidden"),
+    "ipt_encoder-kv-lstm": dict(generator="ipt_encoder", ipt={"encoder": "lstm", "encoder_hidden": 8}),
+    "ipt_encoder-hidden-mlp": dict(generator="ipt_encoder", injection="hidden", ipt={"encoder": "mlp", "encoder_hidden": 8}),
+    "s_idpg-phm": dict(generator="idpg", idpg={"depth": "single", "layer": "phm", "phm_n": 4, "hidden": 8}),
+    "s_idpg-dnn-pos1": dict(generator="idpg", insert_position=1, idpg={"depth": "single", "layer": "dnn", "hidden": 8}),
+    "m_idpg-phm-hidden": dict(generator="idpg", idpg={"layer": "phm", "phm_n": 4, "hidden": 8}),
+    "m_idpg-dnn-kv-previous": dict(generator="idpg", injection="kv", idpg={"layer": "dnn", "input_from": "previous"}),
+    "m_idpg-L-static": dict(generator="idpg", idpg={"encoder": "static_mean", "sharing": "L", "layer": "dnn"}),
+    "m_idpg-S-previous-ln": dict(generator="idpg", idpg={"sharing": "S", "input_from": "previous", "residual": True,
+                                                          "layernorm": True, "layer": "dnn", "hidden": 4}),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_forward_backward_trains_only_the_generator(plm, case):
+    model, tok = plm
+    pm = build_prefix(model, tok, **CASES[case])
+    batch = batch_for(pm, tok, examples())
+    logits = pm(batch)
+    assert logits.shape == (6, 2) and torch.isfinite(logits).all()
+    logits.logsumexp(-1).sum().backward()
+    assert all(p.grad is None for p in model.parameters())  # PLM frozen
+    params = {n: p for n, p in pm.template.named_parameters() if p.requires_grad}
+    assert params and pm.template.num_trainable_parameters() == sum(p.numel() for p in params.values())
+    for name, p in params.items():
+        assert p.grad is not None and p.grad.abs().sum() > 0, f"no gradient reaches {name}"
+
+
+def test_every_layer_slot_is_used(bert):
+    """A per-slot prompt table: each layer's (key, value) / hidden prompt gets its own gradient."""
+    model, tok = bert
+    for injection, slots in (("kv", 4), ("hidden", 2)):
+        pm = build_prefix(model, tok, generator="prefix", injection=injection)
+        pm(batch_for(pm, tok, examples())).sum().backward()
+        grad = pm.template.generator.task.prompts.grad
+        assert grad.shape[0] == slots and all(grad[s].abs().sum() > 0 for s in range(slots))
+
+
+def _mlm_logits(model, enc, **kw):
+    return model(**enc, **kw).logits
+
+
+@pytest.mark.parametrize("positions", ["keep", "shift"])
+def test_kv_masked_prefix_leaves_logits_unchanged_and_visible_prefix_changes_them(plm, positions):
+    model, tok = plm
+    enc = tok(["the cat sat on the mat", "a dog"], padding=True, return_tensors="pt")
+    L, H, p = model.config.num_hidden_layers, model.config.hidden_size, 3
+    kv = torch.randn(2 * L, 2, p, H)
+    injector = LayerPromptInjector(model)
+    kw = {"position_ids": shifted_position_ids(model.config, enc["attention_mask"], p)} if positions == "shift" else {}
+    base = _mlm_logits(model, enc, **kw)
+    injector.arm(InjectionPlan("kv", lambda s, prev=None: kv[s], prefix_mask=torch.zeros(2, p)))
+    masked = _mlm_logits(model, enc, **kw)
+    injector.arm(InjectionPlan("kv", lambda s, prev=None: kv[s]))
+    visible = _mlm_logits(model, enc, **kw)
+    injector.disarm()
+    assert torch.allclose(masked, base, atol=1e-5)
+    assert not torch.allclose(visible, base, atol=1e-3)
+    assert torch.equal(_mlm_logits(model, enc, **kw), base)  # disarmed: idle hooks
+
+
+def test_kv_hooks_equal_the_models_own_past_key_values_path(plm):
+    """BertModel / RobertaModel accept past_key_values (4.x tuples, 5.x Cache): ours must match exactly."""
+    model, tok = plm
+    enc = tok(["the cat sat on the mat", "a dog"], padding=True, return_tensors="pt")
+    L, H, heads, p = (model.config.num_hidden_layers, model.config.hidden_size, model.config.num_attention_heads, 3)
+    kv = torch.randn(2 * L, 2, p, H)
+    injector = LayerPromptInjector(model)
+    injector.arm(InjectionPlan("kv", lambda s, prev=None: kv[s]))
+    ours = model.base_model(**enc, position_ids=shifted_position_ids(model.config, enc["attention_mask"], p))[0]
+    injector.disarm()
+    per = [tuple(kv[2 * i + j].view(2, p, heads, -1).transpose(1, 2) for j in (0, 1)) for i in range(L)]
+    if transformers.__version__.startswith("4."):
+        native = tuple(per)
+    else:
+        native = transformers.DynamicCache()
+        for i, (k, v) in enumerate(per):
+            native.update(k, v, i)
+    mask = torch.cat([torch.ones(2, p, dtype=enc["attention_mask"].dtype), enc["attention_mask"]], 1)
+    reference = model.base_model(input_ids=enc["input_ids"], attention_mask=mask, past_key_values=native)[0]
+    assert torch.allclose(ours, reference, atol=1e-5)
+
+
+def _slot_prompts(pm, tok, exs):
+    batch = batch_for(pm, tok, exs)
+    t = pm.template
+    batch = t.process_batch(batch)
+    t.post_processing_outputs(type("O", (), {"logits": None, "hidden_states": None})())
+    from openprompt_ipt.generators import InstanceInputs
+    raw = batch_for(pm, tok, exs)
+    state = t.generator.begin(InstanceInputs(raw["input_ids"], raw["attention_mask"], raw["text_part_ids"] > 0))
+    return t.generator.slot(state, 0)
+
+
+@pytest.mark.parametrize("case", ["ipt_random-kv", "ipt_encoder-kv-lstm", "ipt_random-faithful", "m_idpg-phm-hidden",
+                                  "s_idpg-phm", "m_idpg-L-static"])
+def test_instance_wise_generators_give_different_prompts_to_different_inputs(bert, case):
+    model, tok = bert
+    pm = build_prefix(model, tok, **CASES[case])
+    prompts = _slot_prompts(pm, tok, examples(2))
+    assert not torch.allclose(prompts[0], prompts[1])
+
+
+def test_task_prefix_is_the_same_for_every_input(bert):
+    model, tok = bert
+    pm = build_prefix(model, tok, generator="prefix")
+    prompts = _slot_prompts(pm, tok, examples(2))
+    assert torch.equal(prompts[0], prompts[1])
+
+
+def test_cached_and_uncached_plm_cls_give_identical_logits(bert):
+    model, tok = bert
+    torch.manual_seed(1)
+    cached = build_prefix(model, tok, generator="idpg", idpg={"layer": "dnn", "cache": True})
+    state = {k: v.clone() for k, v in cached.template.state_dict().items()}
+    torch.manual_seed(1)
+    fresh = build_prefix(model, tok, generator="idpg", idpg={"layer": "dnn", "cache": False})
+    fresh.template.load_state_dict(state)
+    batch = batch_for(cached, tok, examples())
+    model.train()  # dropout on in the main pass is irrelevant here: compare in eval, but the rep pass must not care
+    first = cached(clone(batch))
+    enc = cached.template.generator.sentence
+    passes = enc.passes
+    model.eval()
+    cached.eval(), fresh.eval()
+    again = cached(clone(batch))
+    assert enc.passes == passes == 6  # second epoch: no PLM pass for representations
+    assert torch.allclose(again, fresh(clone(batch)), atol=1e-6)
+    assert first.shape == again.shape
+
+
+def test_save_load_round_trip_gives_identical_logits(bert, tmp_path):
+    model, tok = bert
+    for kw in (CASES["ipt_random-kv"], CASES["m_idpg-phm-hidden"], CASES["prefix-reparam"]):
+        pm = build_prefix(model, tok, **kw)
+        with torch.no_grad():
+            for p in pm.template.parameters():
+                if p.requires_grad:
+                    p.add_(torch.randn_like(p) * 0.1)
+        batch = batch_for(pm, tok, examples())
+        expected = pm.prompt_model(clone(batch)).logits
+        pm.template.save_pretrained(str(tmp_path / "t"))
+        loaded = GeneratedPrefixTemplate.from_pretrained(str(tmp_path / "t"), model, tok)
+        pm.prompt_model.template = loaded
+        assert torch.allclose(pm.prompt_model(clone(batch)).logits, expected, atol=1e-6)
+
+
+def test_inserted_positions_are_removed_from_logits_and_hidden_states(bert):
+    model, tok = bert
+    pm = build_prefix(model, tok, generator="idpg", insert_position=1,
+                      idpg={"depth": "single", "layer": "dnn", "hidden": 4})
+    batch = batch_for(pm, tok, examples())
+    out = pm.prompt_model(clone(batch))
+    n = batch["input_ids"].size(1)
+    assert out.logits.shape[1] == n and all(h.shape[1] == n for h in out.hidden_states)
+    # position 1 = after text_a: the prompt sits right after the last text_a token
+    from openprompt_ipt.injection import insert_index
+    start = insert_index(1, batch["text_part_ids"], batch["attention_mask"])
+    last_a = [max(i for i, v in enumerate(row) if v == 1) for row in batch["text_part_ids"].tolist()]
+    assert start.tolist() == [i + 1 for i in last_a]

@@ -1,0 +1,150 @@
+"""Parameter counts equal the closed forms; PHM, GloVe and sentence encoders; bad input -> one clear error."""
+import pytest
+import torch
+
+from helpers import batch_for, build_prefix, examples
+from openprompt_ipt.generators import PHMLinear
+from openprompt_ipt.generators.sentence import GloveEncoder, pack_content
+from openprompt_ipt.injection import splice
+
+D, L, T = 32, 2, 5  # tiny BERT: hidden 32, 2 layers; prompt length 5
+
+
+def count(model, tok, **kw):
+    kw.setdefault("prompt_length", T)
+    return build_prefix(model, tok, **kw).template.num_trainable_parameters()
+
+
+def test_prefix_counts(bert):
+    model, tok = bert
+    assert count(model, tok, generator="prefix", injection="input") == T * D                 # Prompt Tuning
+    assert count(model, tok, generator="prefix", injection="hidden") == L * T * D            # P-tuning v2 (paper)
+    assert count(model, tok, generator="prefix", injection="kv") == 2 * L * T * D            # keys and values
+    h = 8
+    assert count(model, tok, generator="prefix", prefix={"reparameterize": True, "reparam_hidden": h}) == \
+        T * D + (D * h + h) + (h * 2 * L * D + 2 * L * D)
+
+
+@pytest.mark.parametrize("sharing", ["S", "M", "L"])
+@pytest.mark.parametrize("layer", ["dnn", "phm"])
+def test_idpg_counts(bert, layer, sharing):
+    model, tok = bert
+    m, n, out = 8, 4, T * D
+    kw = dict(generator="idpg", injection="hidden",
+              idpg={"layer": layer, "hidden": m, "phm_n": n, "sharing": sharing, "encoder": "static_mean"})
+    if layer == "dnn":
+        down, up_w = D * m + m, m * out
+    else:  # B matrices in*out/n, A sets n^3 each (one per layer for multi, the paper's M-IDPG count)
+        down, up_w = D * m // n + m + n ** 3, m * out // n + n ** 3
+    expected = {"S": down + up_w + out, "M": down + up_w + L * out, "L": L * (down + up_w + out)}[sharing]
+    assert count(model, tok, **kw) == expected
+
+
+def test_s_idpg_phm_shares_one_a_set(bert):
+    model, tok = bert
+    m, n, out = 8, 4, T * D
+    kw = dict(generator="idpg", idpg={"depth": "single", "layer": "phm", "hidden": m, "phm_n": n, "encoder": "static_mean"})
+    assert count(model, tok, **kw) == (D * m // n + m) + (m * out // n + out) + n ** 3
+    kw["idpg"]["phm_share_a"] = False
+    assert count(model, tok, **kw) == (D * m // n + m) + (m * out // n + out) + 2 * n ** 3
+
+
+def test_ipt_faithful_count_is_task_prefix_plus_table(bert):
+    model, tok = bert
+    vocab = model.config.vocab_size
+    n = count(model, tok, generator="ipt_random", ipt={"faithful": True})
+    assert n == 2 * L * T * D + (vocab + 1) * D
+
+
+def test_phm_weight_is_a_sum_of_kronecker_products():
+    layer = PHMLinear(8, 12, n=2)
+    expected = sum(torch.kron(layer.a[i], layer.b[i]) for i in range(2))
+    assert torch.allclose(layer.weight(), expected, atol=1e-6)
+    x = torch.randn(3, 8)
+    assert torch.allclose(layer(x), x @ expected.T + layer.bias, atol=1e-5)
+
+
+def test_glove_encoder_averages_whole_word_vectors(bert, tmp_path):
+    model, tok = bert
+    path = tmp_path / "glove.txt"
+    path.write_text("cat 1 0 0\ndog 0 1 0\nmat 0 0 1\nzzz 5 5 5\n")
+    enc = GloveEncoder(tok, str(path))
+    assert enc.output_dim == 3
+    ids = torch.tensor([tok.convert_tokens_to_ids(["[CLS]", "cat", "sat", "mat", "[SEP]"])])
+    content = torch.tensor([[False, True, True, True, False]])
+    assert torch.allclose(enc(ids, content, torch.ones_like(ids)), torch.tensor([[0.5, 0.0, 0.5]]))
+
+
+def test_pack_content_keeps_only_the_examples_own_tokens():
+    ids = torch.tensor([[9, 5, 6, 7, 8, 0], [9, 5, 7, 8, 0, 0]])
+    content = torch.tensor([[0, 1, 1, 0, 1, 0], [0, 1, 0, 0, 0, 0]]).bool()
+    packed, mask = pack_content(ids, content, cls_id=1, sep_id=2, pad_id=0)
+    assert packed.tolist() == [[1, 5, 6, 8, 2], [1, 5, 2, 0, 0]]
+    assert mask.tolist() == [[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]]
+
+
+def test_splice_puts_prompts_at_each_examples_position():
+    embeds = torch.arange(2 * 4, dtype=torch.float).view(2, 4, 1)
+    batch = {"inputs_embeds": embeds, "attention_mask": torch.tensor([[1, 1, 1, 1], [1, 1, 1, 0]])}
+    prompts = torch.full((2, 2, 1), -1.0)
+    out, keep, positions = splice(batch, prompts, torch.tensor([1, 3]))
+    assert out["inputs_embeds"].squeeze(-1).tolist() == [[0, -1, -1, 1, 2, 3], [4, 5, 6, -1, -1, 7]]
+    assert out["attention_mask"].tolist() == [[1, 1, 1, 1, 1, 1], [1, 1, 1, 1, 1, 0]]
+    assert keep.tolist() == [[0, 3, 4, 5], [0, 1, 2, 5]] and positions.tolist() == [[1, 2], [3, 4]]
+
+
+# ---- bad input: one clear error that names the fix -------------------------------------------
+BAD = [
+    (dict(generator="prefx"), ValueError, "unknown generator 'prefx'"),
+    (dict(generator="prefix", injection="deep"), ValueError, "unknown injection 'deep'"),
+    (dict(generator="idpg", idpg={"sharing": "X"}), ValueError, "unknown idpg.sharing 'X'"),
+    (dict(generator="idpg", idpg={"encoder": "bert"}), ValueError, "unknown idpg.encoder 'bert'"),
+    (dict(generator="idpg", idpg={"layer": "conv"}), ValueError, "unknown idpg.layer 'conv'"),
+    (dict(generator="ipt_encoder", ipt={"encoder": "gru"}), ValueError, "gru"),
+    (dict(generator="idpg", idpg={"layer": "phm", "phm_n": 3}), ValueError, "PHM n=3 must divide"),
+    (dict(generator="idpg", idpg={"hiden": 8}), KeyError, "did you mean 'hidden'"),
+    (dict(generator="prefix", idpg={"hidden": 8}), ValueError, "put its settings under 'prefix'"),
+    (dict(generator="idpg", injection="input", idpg={"depth": "multi"}), ValueError, "injection: hidden or kv"),
+    (dict(generator="idpg", injection="kv", idpg={"depth": "single"}), ValueError, "use injection: input"),
+    (dict(generator="idpg", idpg={"encoder": "glove", "glove_path": "/nope/glove.txt"}), FileNotFoundError, "not found"),
+    (dict(generator="ipt_random", ipt={"faithful": True, "instance_length": 3}), ValueError, "must equal task_length"),
+    (dict(generator="idpg", insert_position=2, idpg={"depth": "single"},
+          text='{"placeholder":"text_a"} It was {"mask"}.'), ValueError, "needs a text_b placeholder"),
+    (dict(generator="idpg", insert_position=7, idpg={"depth": "single"}), ValueError, "insert_position must be one of"),
+]
+
+
+@pytest.mark.parametrize("kwargs,exc,message", BAD, ids=[str(i) for i in range(len(BAD))])
+def test_bad_configuration_is_one_clear_error(bert, kwargs, exc, message):
+    model, tok = bert
+    with pytest.raises(exc, match=message.replace("(", r"\(").replace(")", r"\)").replace(".", r"\.")):
+        build_prefix(model, tok, **kwargs)
+
+
+def test_glove_of_the_wrong_width_and_previous_input_mismatch(bert, tmp_path):
+    model, tok = bert
+    path = tmp_path / "glove.txt"
+    path.write_text("cat 1 0 0\ndog 0 1 0\n")
+    with pytest.raises(ValueError, match="are 3-d but glove_dim=300"):
+        build_prefix(model, tok, generator="idpg", idpg={"encoder": "glove", "glove_path": str(path), "glove_dim": 300})
+    with pytest.raises(ValueError, match="use input_from: layer0"):
+        build_prefix(model, tok, generator="idpg",
+                     idpg={"encoder": "glove", "glove_path": str(path), "input_from": "previous"})
+
+
+def test_prefix_plus_sequence_over_the_models_positions(bert):
+    model, tok = bert  # 128 positions
+    pm = build_prefix(model, tok, generator="prefix", prompt_length=100)
+    batch = batch_for(pm, tok, examples(2) * 1, max_len=64)
+    long = {k: v.repeat(1, 2) if k != "label" and hasattr(v, "dim") and v.dim() == 2 else v for k, v in batch.items()}
+    with pytest.raises(ValueError, match="exceed the model's 128 positions: set max_seq_length <= 28"):
+        pm(long)
+
+
+def test_model_family_without_bert_style_attention(tmp_path, bert):
+    from transformers import DistilBertConfig, DistilBertForMaskedLM
+
+    _, tok = bert
+    model = DistilBertForMaskedLM(DistilBertConfig(vocab_size=len(tok), dim=32, n_layers=2, n_heads=4, hidden_dim=64))
+    with pytest.raises(ValueError, match="cannot find the attention layout of 'distilbert'.*supported families: bert"):
+        build_prefix(model, tok, generator="prefix")
