@@ -15,7 +15,7 @@ import yaml
 DEFAULTS: Dict = {
     "seed": 42,
     "output_dir": None,
-    "dataset": {"name": "cb", "path": "superglue/CB", "hub_name": "cb", "dev_from_train": 0.2, "max_train": None},
+    "dataset": {"name": "cb", "path": "superglue/CB", "hub_name": None, "dev_from_train": 0.2, "max_train": None},
     "plm": {"model_path": "minilm", "freeze": True, "max_seq_length": 256},
     "template": "instance_wise",
     "verbalizer": "soft_verbalizer",

@@ -57,18 +57,19 @@ def seen_vocab_ids(examples: Sequence, tokenizer) -> List[int]:
 
 
 def load_task(cfg: Dict, root: str):
-    from .data import CB_LABELS, load_cb
+    from .data import PAIR_TASKS, load_pair_task
 
     ds = cfg["dataset"]
-    if ds["name"] != "cb":
-        raise ValueError(f"unknown dataset '{ds['name']}': this version ships 'cb' (more tasks come with the runner)")
+    if ds["name"] not in PAIR_TASKS:
+        raise ValueError(f"unknown dataset '{ds['name']}': this version ships {sorted(PAIR_TASKS)} "
+                         "(more tasks come with the runner)")
     path = resolve_data_path(ds["path"], root)
-    full_train = load_cb(path, "train", ds.get("hub_name", "cb"))
-    test = load_cb(path, "validation", ds.get("hub_name", "cb"))
+    full_train = load_pair_task(ds["name"], path, "train", ds.get("hub_name"))
+    test = load_pair_task(ds["name"], path, "validation", ds.get("hub_name"))
     if ds.get("max_train"):
         full_train = full_train[: int(ds["max_train"])]
     train, dev = stratified_split(full_train, float(ds["dev_from_train"]), cfg["seed"])
-    return train, dev, test, CB_LABELS
+    return train, dev, test, PAIR_TASKS[ds["name"]]
 
 
 def build_model(cfg: Dict, train_examples, num_classes: int):
@@ -80,8 +81,11 @@ def build_model(cfg: Dict, train_examples, num_classes: int):
 
     model, tokenizer, wrapper_class = load_backbone(cfg["plm"]["model_path"])
     section = dict(cfg.get(cfg["template"]) or {})
-    if cfg["train"].get("vocab_rows") == "seen" and cfg["template"] == "instance_wise":
-        section["vocab_rows"] = seen_vocab_ids(train_examples, tokenizer)
+    if cfg["train"].get("vocab_rows") == "seen":  # restrict vocab tables to ids the training text uses
+        if cfg["template"] == "instance_wise":
+            section["vocab_rows"] = seen_vocab_ids(train_examples, tokenizer)
+        elif str(section.get("generator", "")).startswith("ipt_"):
+            section["ipt"] = {**(section.get("ipt") or {}), "vocab_rows": seen_vocab_ids(train_examples, tokenizer)}
     verb_section = {"num_classes": num_classes, **(cfg.get(cfg["verbalizer"]) or {})}
     node = CfgNode({"template": cfg["template"], cfg["template"]: section,
                     "verbalizer": cfg["verbalizer"], cfg["verbalizer"]: verb_section}, new_allowed=True)
@@ -90,6 +94,19 @@ def build_model(cfg: Dict, train_examples, num_classes: int):
     freeze = bool(cfg["plm"]["freeze"])
     prompt_model = PromptForClassification(model, template, verbalizer, freeze_plm=freeze, plm_eval_mode=freeze)
     return prompt_model, tokenizer, wrapper_class
+
+
+def method_name(cfg: Dict) -> str:
+    """A short readable name of the configured prompt method."""
+    section = cfg.get(cfg["template"]) or {}
+    if cfg["template"] != "generated_prefix":
+        return str(section.get("strategy", cfg["template"]))
+    gen = section.get("generator", "prefix")
+    if gen == "idpg":
+        idpg = section.get("idpg") or {}
+        depth = "S" if idpg.get("depth") == "single" else "M"
+        return f"{depth}-IDPG-{idpg.get('layer', 'phm').upper()}-{idpg.get('encoder', 'plm_cls')}"
+    return f"{gen}/{section.get('injection') or 'kv'}"
 
 
 def run_experiment(cfg: Dict, root: str | None = None, output_dir: str | None = None,
@@ -123,7 +140,7 @@ def run_experiment(cfg: Dict, root: str | None = None, output_dir: str | None = 
     test_metrics = evaluate(model, test_loader, trainer.device, desc="test", show_progress=show_progress)
     prompt_n, head_n, plm_n = split_counts(model)
     result = {"dataset": cfg["dataset"]["name"], "template": cfg["template"],
-              "strategy": (cfg.get(cfg["template"]) or {}).get("strategy"), "backbone": cfg["plm"]["model_path"],
+              "strategy": method_name(cfg), "backbone": cfg["plm"]["model_path"],
               "sizes": {k: len(v) for k, v in feats.items()}, "max_seq_length": max_len,
               "trainable": {"prompt": prompt_n, "head": head_n, "plm": plm_n},
               "best_dev": best_dev, "test": test_metrics, "history": train_cfg.history,

@@ -18,6 +18,24 @@ def test_openprompt_load_template_builds_instance_wise(bert):
     assert t.generator.rate == 0.5 and t.prompt_length == 3
 
 
+def test_openprompt_load_template_builds_generated_prefix_with_its_generator_section(bert):
+    from openprompt_ipt import GeneratedPrefixTemplate
+
+    model, tok = bert
+    node = CfgNode({"template": "generated_prefix",
+                    "generated_prefix": {"text": TEXT, "generator": "idpg", "prompt_length": 3,
+                                         "idpg": {"layer": "dnn", "hidden": 4, "sharing": "L"}}}, new_allowed=True)
+    t = load_template(node, model=model, tokenizer=tok)
+    assert isinstance(t, GeneratedPrefixTemplate)
+    assert t.injection == "hidden" and len(t.generator.generators) == model.config.num_hidden_layers
+
+
+def test_nested_generator_key_typo_names_the_nearest(tmp_path):
+    path = write(tmp_path, "template: generated_prefix\ngenerated_prefix:\n  generatr: idpg\n")
+    with pytest.raises(KeyError, match="did you mean 'generator'"):
+        load_config(path)
+
+
 def write(tmp_path, text):
     p = tmp_path / "c.yaml"
     p.write_text(text)
@@ -45,8 +63,8 @@ def test_unknown_keys_name_the_nearest(tmp_path, text, match):
 def test_shipped_yamls_parse():
     import glob
 
-    files = glob.glob("yamls/cb_*.yaml")
-    assert files
+    files = glob.glob("yamls/cb_*.yaml") + glob.glob("yamls/rte_*.yaml")
+    assert len(files) > 20 and "yamls/cb_prefix_ipt.yaml" in files
     for f in files:
         cfg = load_config(f)
-        assert cfg["dataset"]["name"] == "cb"
+        assert cfg["dataset"]["name"] == f.split("/")[-1].split("_")[0]

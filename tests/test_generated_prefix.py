@@ -174,3 +174,28 @@ def test_inserted_positions_are_removed_from_logits_and_hidden_states(bert):
     start = insert_index(1, batch["text_part_ids"], batch["attention_mask"])
     last_a = [max(i for i, v in enumerate(row) if v == 1) for row in batch["text_part_ids"].tolist()]
     assert start.tolist() == [i + 1 for i in last_a]
+
+
+@pytest.mark.parametrize("kwargs", [dict(generator="ipt_random", prompt_length=2, ipt={"projection_hidden": 8}),
+                                    dict(generator="idpg", prompt_length=2,
+                                         idpg={"layer": "dnn", "hidden": 8, "encoder": "static_mean"})])
+def test_instance_wise_prefix_learns_a_toy_task_the_first_word_decides(bert, kwargs):
+    from openprompt.plms.mlm import MLMTokenizerWrapper
+
+    from openprompt_ipt.data import encode_examples, make_loader
+    from openprompt_ipt.training import TrainConfig, Trainer, evaluate
+
+    model, tok = bert
+    torch.manual_seed(0)
+    pm = build_prefix(model, tok, **kwargs)
+    exs = examples(12)
+    for e in exs:
+        e.text_a = ("cat " if e.label == 0 else "dog ") + e.text_a
+    wrapper = MLMTokenizerWrapper(max_seq_length=64, tokenizer=tok, truncate_method="balanced")
+    feats = encode_examples(exs, pm.template, wrapper)
+    loader = make_loader(feats, 4, tok.pad_token_id, shuffle=True, generator=torch.Generator().manual_seed(0))
+    dev = make_loader(feats, 6, tok.pad_token_id, sort_by_length=True)
+    start = evaluate(pm, dev, show_progress=False)
+    best = Trainer(pm, TrainConfig(epochs=20, lr_prompt=5e-2, lr_head=5e-2, warmup_ratio=0.0, show_progress=False,
+                                   device="cpu")).fit(loader, dev)
+    assert best["accuracy"] >= 0.8 and best["loss"] < 0.75 * start["loss"]
