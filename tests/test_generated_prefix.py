@@ -199,3 +199,24 @@ def test_instance_wise_prefix_learns_a_toy_task_the_first_word_decides(bert, kwa
     best = Trainer(pm, TrainConfig(epochs=20, lr_prompt=5e-2, lr_head=5e-2, warmup_ratio=0.0, show_progress=False,
                                    device="cpu")).fit(loader, dev)
     assert best["accuracy"] >= 0.8 and best["loss"] < 0.75 * start["loss"]
+
+
+def test_hidden_injection_writes_each_layers_prompt_into_the_prompt_positions(plm):
+    model, tok = plm
+    pm = build_prefix(model, tok, generator="prefix", injection="hidden", insert_position=1)
+    seen = {}
+    layers = pm.template.injector.layout.layers
+    handles = [layer.register_forward_pre_hook(lambda m, a, k, i=i: seen.__setitem__(i, (a[0] if a else k["hidden_states"]).detach()),
+                                               with_kwargs=True) for i, layer in enumerate(layers)]
+    batch = batch_for(pm, tok, examples(3))
+    from openprompt_ipt.injection import insert_index
+    start = insert_index(1, batch["text_part_ids"], batch["attention_mask"])
+    pm(clone(batch))
+    for h in handles:
+        h.remove()
+    prompts = pm.template.generator.task.prompts.detach()
+    t = prompts.size(1)
+    for i in range(1, len(layers)):  # our hook ran first (registered earlier): the block sees layer i's prompt
+        for b in range(3):
+            s = int(start[b])
+            assert torch.allclose(seen[i][b, s:s + t], prompts[i], atol=1e-6)
