@@ -108,7 +108,7 @@ class Task:
                 if label is None and labelled:
                     raise ValueError(f"{where} row {i} has no label, but split '{split}' is used where labels "
                                      f"are needed (unlabelled test sets cannot be trained or scored)")
-                examples.append(InputExample(guid=guid, text_a=text_a, text_b=text_b, label=label, meta=meta))
+                examples.append(InputExample(guid=f"{split}-{guid}", text_a=text_a, text_b=text_b, label=label, meta=meta))
         if not examples:
             raise ValueError(f"{where} has no examples")
         return examples
