@@ -2,6 +2,7 @@
 import copy
 import gzip
 import json
+import os
 
 import pytest
 
@@ -238,7 +239,7 @@ def test_every_yaml_fits_its_task():
 
     from openprompt_ipt.config import load_config
 
-    for path in sorted(glob.glob("yamls/*.yaml")):
+    for path in sorted(glob.glob(os.path.join(os.path.dirname(__file__), "..", "yamls", "*.yaml"))):
         cfg = load_config(path)
         task = get_task(cfg["dataset"]["name"])
         check_label_words(cfg, task.labels)
@@ -252,3 +253,18 @@ def test_runner_rejects_a_metric_the_task_does_not_report(tmp_path):
     cfg["train"]["metric"] = "f1a"
     with pytest.raises(ValueError, match="train.metric 'f1a' is not reported for cb"):
         run_experiment(cfg, str(tmp_path), show_progress=False)
+
+
+def test_evaluate_reports_f1a_and_em_for_answer_groups(bert, tmp_path):
+    from openprompt.plms.mlm import MLMTokenizerWrapper
+
+    from helpers import build
+    from openprompt_ipt.data import encode_examples, make_loader
+    from openprompt_ipt.training import evaluate
+
+    model, tok = bert
+    pm = build(model, tok, strategy="random", prompt_length=2)
+    exs = TASKS["multirc"].load(write_task(tmp_path, "multirc"), "validation")
+    feats = encode_examples(exs, pm.template, MLMTokenizerWrapper(max_seq_length=64, tokenizer=tok))
+    m = evaluate(pm, make_loader(feats, 3, tok.pad_token_id, sort_by_length=True), show_progress=False)
+    assert {"accuracy", "macro_f1", "f1a", "em"} <= set(m) and 0.0 <= m["em"] <= 1.0
