@@ -113,6 +113,9 @@ def load_task(cfg: Dict, root: str):
     task = get_task(ds["name"])
     path = resolve_data_path(ds.get("path") or task.default_path, root)
     hub_name = ds.get("hub_name")
+    if not os.path.isdir(root) and not os.path.isdir(path) and "/" in path.replace(os.sep, "/"):
+        raise FileNotFoundError(f"data root '{root}' does not exist (looking for {task.name} in '{path}'): set "
+                                "--data-root / IPT_ASSETS to the assets folder, or dataset.path ('hub' for the 🤗 hub)")
     train_split = SPLIT_ALIASES.get(ds.get("train_from") or "train", ds.get("train_from") or "train")
     if not task.has_split(path, train_split, hub_name):
         hint = (" (no train split offline: set dataset.train_from: validation, see docs/data.md)"

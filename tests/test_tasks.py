@@ -192,6 +192,11 @@ def test_bad_input(tmp_path, case, error, match):
         call()
 
 
+def test_missing_data_root_is_named(tmp_path):
+    with pytest.raises(FileNotFoundError, match=r"data root '.*nowhere' does not exist .*--data-root / IPT_ASSETS"):
+        load_task(cfg_for("sst2"), str(tmp_path / "nowhere"))
+
+
 def test_unknown_task_names_the_nearest_and_the_valid_ones(tmp_path):
     with pytest.raises(ValueError, match=r"unknown dataset 'sst-2' \(did you mean 'sst2'\?\): valid names are"):
         get_task("sst-2")
