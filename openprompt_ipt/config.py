@@ -15,7 +15,8 @@ import yaml
 DEFAULTS: Dict = {
     "seed": 42,
     "output_dir": None,
-    "dataset": {"name": "cb", "path": "superglue/CB", "hub_name": None, "dev_from_train": 0.2, "max_train": None},
+    "dataset": {"name": "cb", "path": None, "hub_name": None, "train_from": None, "dev_from_train": 0.2,
+                "test_from_train": None, "max_train": None, "max_eval": None},
     "plm": {"model_path": "minilm", "freeze": True, "max_seq_length": 256},
     "template": "instance_wise",
     "verbalizer": "soft_verbalizer",

@@ -1,9 +1,10 @@
 """One configuration end to end: data -> PLM -> template/verbalizer (via OpenPrompt's registry)
 -> train with best-on-dev selection -> report on a split not used for selection.
 
-Protocol: SuperGLUE's official validation set is the only labelled evaluation set, so a seeded,
-label-stratified part of *train* (``dataset.dev_from_train``) is the dev set that picks the best
-epoch, and the official validation set is reported as test.
+Protocol (per task in ``docs/data.md``): each task names the labelled split reported as test
+(SuperGLUE and SST-2: the official validation set; IMDB, AG News, MR/CR/MPQA/Subj: test). The dev
+set that picks the best epoch is the task's own dev split where the source has one (IMDB), else a
+seeded, label-stratified part of train (``dataset.dev_from_train``; whole paragraphs for MultiRC).
 """
 from __future__ import annotations
 
@@ -56,29 +57,116 @@ def seen_vocab_ids(examples: Sequence, tokenizer) -> List[int]:
     return sorted(ids)
 
 
+def _group_of(example):
+    """The unit that must stay on one side of a split: a MultiRC paragraph, else the example itself."""
+    meta = getattr(example, "meta", None) or {}
+    return meta.get("paragraph")
+
+
+def held_out_split(examples: Sequence, fraction: float, seed: int):
+    """(rest, held_out): label-stratified by ``seed``; for answer-level tasks (MultiRC) whole
+    paragraphs go to one side, so no question is split across train and dev."""
+    if _group_of(examples[0]) is None:
+        return stratified_split(examples, fraction, seed)
+    if not 0.0 < fraction < 1.0:
+        raise ValueError(f"held-out fraction must be in (0, 1), got {fraction}")
+    groups: Dict[str, List] = {}
+    for ex in examples:
+        groups.setdefault(_group_of(ex), []).append(ex)
+    keys = sorted(groups)
+    random.Random(seed).shuffle(keys)
+    n_held = max(1, round(len(keys) * fraction)) if len(keys) > 1 else 0
+    held = [ex for k in keys[:n_held] for ex in groups[k]]
+    rest = [ex for k in keys[n_held:] for ex in groups[k]]
+    return rest, held
+
+
+def cap_examples(examples: Sequence, limit, seed: int) -> List:
+    """At most ``limit`` examples, a seeded random choice (whole MultiRC questions), in source order."""
+    if not limit or len(examples) <= int(limit):
+        return list(examples)
+    limit = int(limit)
+    units: Dict[str, List[int]] = {}
+    for i, ex in enumerate(examples):
+        meta = getattr(ex, "meta", None) or {}
+        units.setdefault(meta.get("group", str(i)), []).append(i)
+    keys = list(units)
+    random.Random(seed).shuffle(keys)
+    chosen: List[int] = []
+    for k in keys:
+        if chosen and len(chosen) + len(units[k]) > limit:
+            continue
+        chosen += units[k]
+        if len(chosen) >= limit:
+            break
+    return [examples[i] for i in sorted(chosen)]
+
+
 def load_task(cfg: Dict, root: str):
-    from .data import PAIR_TASKS, load_pair_task
+    """(train, dev, test, label names) under the protocol of ``docs/data.md``:
+    dev = the task's own dev split where the source has one, else ``dev_from_train`` of train;
+    test = the task's reported split; with ``train_from`` = that split (BoolQ offline),
+    ``test_from_train`` of it is held out as test first."""
+    from .data.tasks import SPLIT_ALIASES, get_task
 
-    ds = cfg["dataset"]
-    if ds["name"] not in PAIR_TASKS:
-        raise ValueError(f"unknown dataset '{ds['name']}': this version ships {sorted(PAIR_TASKS)} "
-                         "(more tasks come with the runner)")
-    path = resolve_data_path(ds["path"], root)
-    full_train = load_pair_task(ds["name"], path, "train", ds.get("hub_name"))
-    test = load_pair_task(ds["name"], path, "validation", ds.get("hub_name"))
-    if ds.get("max_train"):
-        full_train = full_train[: int(ds["max_train"])]
-    train, dev = stratified_split(full_train, float(ds["dev_from_train"]), cfg["seed"])
-    return train, dev, test, PAIR_TASKS[ds["name"]]
+    ds, seed = cfg["dataset"], cfg["seed"]
+    task = get_task(ds["name"])
+    path = resolve_data_path(ds.get("path") or task.default_path, root)
+    hub_name = ds.get("hub_name")
+    if not os.path.isdir(root) and not os.path.isdir(path) and "/" in path.replace(os.sep, "/"):
+        raise FileNotFoundError(f"data root '{root}' does not exist (looking for {task.name} in '{path}'): set "
+                                "--data-root / IPT_ASSETS to the assets folder, or dataset.path ('hub' for the 🤗 hub)")
+    train_split = SPLIT_ALIASES.get(ds.get("train_from") or "train", ds.get("train_from") or "train")
+    if not task.has_split(path, train_split, hub_name):
+        hint = (" (no train split offline: set dataset.train_from: validation, see docs/data.md)"
+                if task.has_split(path, task.test_split, hub_name) else "")
+        raise FileNotFoundError(f"{task.name} has no '{train_split}' split at '{path}'{hint}: "
+                                "set dataset.path, --data-root or IPT_ASSETS")
+    full_train = task.load(path, train_split, hub_name)
+    if train_split == task.test_split:
+        if not ds.get("test_from_train"):
+            raise ValueError(f"dataset.train_from: {train_split} is the split {task.name} reports as test: "
+                             "set dataset.test_from_train (e.g. 0.3) to hold part of it out as test")
+        full_train, test = held_out_split(full_train, float(ds["test_from_train"]), seed)
+    else:
+        test = task.load(path, task.test_split, hub_name)
+    separate_dev = task.dev_split and task.dev_split != train_split and task.has_split(path, task.dev_split, hub_name)
+    if separate_dev:
+        train = cap_examples(full_train, ds.get("max_train"), seed)
+        dev = task.load(path, task.dev_split, hub_name)
+    else:
+        full_train = cap_examples(full_train, ds.get("max_train"), seed)
+        train, dev = held_out_split(full_train, float(ds["dev_from_train"]), seed)
+    dev = cap_examples(dev, ds.get("max_eval"), seed)
+    test = cap_examples(test, ds.get("max_eval"), seed)
+    for name, exs in (("train", train), ("dev", dev), ("test", test)):
+        if not exs:
+            raise ValueError(f"the {name} split of {task.name} is empty: check dataset.max_train / "
+                             "dev_from_train / test_from_train")
+    return train, dev, test, list(task.labels)
 
 
-def build_model(cfg: Dict, train_examples, num_classes: int):
+def check_label_words(cfg: Dict, labels: Sequence[str]) -> None:
+    """The verbalizer must name one entry per task label, in the task's label order."""
+    section = cfg.get(cfg["verbalizer"]) or {}
+    words = section.get("label_words")
+    if words is not None and len(words) != len(labels):
+        raise ValueError(f"{cfg['verbalizer']}.label_words has {len(words)} entries but task "
+                         f"'{cfg['dataset']['name']}' has {len(labels)} labels {list(labels)}: give one per label, in that order")
+    classes = section.get("classes")
+    if classes is not None and len(classes) != len(labels):
+        raise ValueError(f"{cfg['verbalizer']}.classes has {len(classes)} entries but task "
+                         f"'{cfg['dataset']['name']}' has {len(labels)} labels {list(labels)}")
+
+
+def build_model(cfg: Dict, train_examples, num_classes: int, labels: Sequence[str] | None = None):
     from openprompt import PromptForClassification
     from openprompt.prompts import load_template, load_verbalizer
     from yacs.config import CfgNode
 
     from .plm import load_backbone
 
+    check_label_words(cfg, labels if labels is not None else [str(i) for i in range(num_classes)])
     model, tokenizer, wrapper_class = load_backbone(cfg["plm"]["model_path"])
     section = dict(cfg.get(cfg["template"]) or {})
     if cfg["train"].get("vocab_rows") == "seen":  # restrict vocab tables to ids the training text uses
@@ -111,7 +199,7 @@ def method_name(cfg: Dict) -> str:
 
 def run_experiment(cfg: Dict, root: str | None = None, output_dir: str | None = None,
                    show_progress: bool = True) -> Dict:
-    from .data import encode_examples, make_loader
+    from .data import encode_examples, get_task, make_loader
     from .injection import max_positions
     from .training import TrainConfig, Trainer, evaluate, set_seed
     from .training.optim import split_counts
@@ -119,8 +207,13 @@ def run_experiment(cfg: Dict, root: str | None = None, output_dir: str | None = 
     started = time.time()
     root = data_root(root)
     set_seed(cfg["seed"])
+    task = get_task(cfg["dataset"]["name"])
+    if cfg["train"]["metric"] not in task.metrics:
+        raise ValueError(f"train.metric '{cfg['train']['metric']}' is not reported for {task.name}: "
+                         f"choose one of {list(task.metrics)}")
+    check_label_words(cfg, task.labels)
     train, dev, test, labels = load_task(cfg, root)
-    model, tokenizer, wrapper_class = build_model(cfg, train, len(labels))
+    model, tokenizer, wrapper_class = build_model(cfg, train, len(labels), labels)
     n_prefix = getattr(model.template, "n_prefix", 0)
     max_len = min(int(cfg["plm"]["max_seq_length"]), max_positions(model.plm.config) - n_prefix)
     wrapper = wrapper_class(max_seq_length=max_len, tokenizer=tokenizer, truncate_method="balanced")  # OpenPrompt's "tail" crashes when a part empties
@@ -139,7 +232,10 @@ def run_experiment(cfg: Dict, root: str | None = None, output_dir: str | None = 
     best_dev = trainer.fit(train_loader, dev_loader)
     test_metrics = evaluate(model, test_loader, trainer.device, desc="test", show_progress=show_progress)
     prompt_n, head_n, plm_n = split_counts(model)
-    result = {"dataset": cfg["dataset"]["name"], "template": cfg["template"],
+    reported = (f"{cfg['dataset']['train_from']} held out" if cfg["dataset"].get("train_from")
+                else {"validation": "official val", "test": "test"}[task.test_split])
+    result = {"dataset": cfg["dataset"]["name"], "template": cfg["template"], "test_split": reported,
+              "metrics": list(task.metrics),
               "strategy": method_name(cfg), "backbone": cfg["plm"]["model_path"],
               "sizes": {k: len(v) for k, v in feats.items()}, "max_seq_length": max_len,
               "trainable": {"prompt": prompt_n, "head": head_n, "plm": plm_n},
@@ -159,10 +255,13 @@ def run_experiment(cfg: Dict, root: str | None = None, output_dir: str | None = 
 def format_result(result: Dict) -> str:
     t, d = result["test"], result["best_dev"]
     tr = result["trainable"]
-    rows = [("split", "accuracy", "macro-F1", "n"),
-            ("dev (selection)", f"{d['accuracy']:.4f}", f"{d['macro_f1']:.4f}", str(result["sizes"]["dev"])),
-            ("test (official val)", f"{t['accuracy']:.4f}", f"{t['macro_f1']:.4f}", str(result["sizes"]["test"]))]
-    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    names = result.get("metrics", ["accuracy", "macro_f1"])
+    titles = {"accuracy": "accuracy", "macro_f1": "macro-F1", "f1a": "F1a", "em": "EM"}
+    rows = [("split", *(titles.get(m, m) for m in names), "n"),
+            ("dev (selection)", *(f"{d[m]:.4f}" for m in names), str(result["sizes"]["dev"])),
+            (f"test ({result.get('test_split', 'official val')})", *(f"{t[m]:.4f}" for m in names),
+             str(result["sizes"]["test"]))]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = ["| " + " | ".join(c.ljust(w) for c, w in zip(r, widths)) + " |" for r in rows]
     lines.insert(1, "|" + "|".join("-" * (w + 2) for w in widths) + "|")
     head = (f"{result['dataset']} | {result['template']} strategy={result['strategy']} | backbone={result['backbone']} "

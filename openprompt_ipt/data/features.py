@@ -28,6 +28,8 @@ def encode_examples(examples: Sequence, template, tokenizer_wrapper, desc: str =
         feat = {k: torch.tensor(v[:length]) for k, v in enc.items() if k in keys}
         feat["label"] = torch.tensor(int(ex.label) if ex.label is not None else -1)
         feat["guid"] = ex.guid
+        if ex.meta and "group" in ex.meta:  # the question an answer belongs to (MultiRC EM)
+            feat["group"] = ex.meta["group"]
         features.append(feat)
     return features
 

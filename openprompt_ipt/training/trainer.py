@@ -19,7 +19,7 @@ import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from ..serialization import trainable_state
-from .metrics import classification_metrics
+from .metrics import METRICS, answer_metrics, classification_metrics
 from .optim import build_optimizers, dense_parameters, linear_warmup, split_counts
 
 FROZEN_PREFIXES = ("prompt_model.plm.", "prompt_model.template.raw_embedding.")
@@ -63,15 +63,18 @@ def evaluate(model, loader, device=None, desc: str = "eval", show_progress: bool
     device = device or next(model.parameters()).device
     was_training = model.training
     model.eval()
-    labels, preds, loss_sum = [], [], 0.0
+    labels, preds, groups, loss_sum = [], [], [], 0.0
     for batch in tqdm(loader, desc=desc, leave=False, disable=not show_progress):
         batch = to_device(batch, device)
         logits = model(batch)
         loss_sum += F.cross_entropy(logits, batch["label"], reduction="sum").item()
         labels += batch["label"].tolist()
         preds += logits.argmax(-1).tolist()
+        groups += batch.get("group") or []
     model.train(was_training)
     metrics = classification_metrics(labels, preds)
+    if groups:  # answer-level tasks (MultiRC): F1a over answers, EM over questions
+        metrics.update(answer_metrics(labels, preds, groups))
     metrics["loss"] = loss_sum / max(1, len(labels))
     return metrics
 
@@ -99,8 +102,8 @@ class Trainer:
         cfg = self.config
         if len(train_loader) == 0:
             raise ValueError("the training split is empty: check dataset.path and the split sizes")
-        if cfg.metric not in ("accuracy", "macro_f1"):
-            raise ValueError(f"unknown metric '{cfg.metric}': choose accuracy or macro_f1")
+        if cfg.metric not in METRICS:
+            raise ValueError(f"unknown metric '{cfg.metric}': choose one of {list(METRICS)}")
         optimizers = build_optimizers(self.model, cfg.lr_prompt, cfg.lr_head, cfg.lr_plm, cfg.weight_decay)
         steps_per_epoch = math.ceil(len(train_loader) / cfg.gradient_accumulation_steps)
         total = steps_per_epoch * cfg.epochs
@@ -137,6 +140,9 @@ class Trainer:
             record = {"epoch": epoch, "train_loss": running / max(1, len(train_loader)),
                       **{f"dev_{k}": v for k, v in dev.items()}}
             cfg.history.append(record)
+            if cfg.metric not in dev:
+                raise ValueError(f"train.metric '{cfg.metric}' is not computed for this task (it reports "
+                                 f"{sorted(k for k in dev if k != 'loss')}); f1a and em need answer groups (multirc)")
             improved = self.best_metrics is None or dev[cfg.metric] > self.best_metrics[cfg.metric]
             if improved:
                 self.best_metrics = dev
@@ -144,8 +150,9 @@ class Trainer:
                 if self.output_dir:
                     self._save_best()
             if cfg.show_progress:
+                extra = "".join(f" | dev {k} {dev[k]:.4f}" for k in ("f1a", "em") if k in dev)
                 print(f"epoch {epoch:3d} | train loss {record['train_loss']:.4f} | dev acc {dev['accuracy']:.4f} "
-                      f"| dev macro-F1 {dev['macro_f1']:.4f}{'  *best' if improved else ''}")
+                      f"| dev macro-F1 {dev['macro_f1']:.4f}{extra}{'  *best' if improved else ''}")
         self.load_state(self.best_state)
         return self.best_metrics
 

@@ -1,0 +1,245 @@
+"""Every task of the IPT and IDPG papers as a small spec: label names, where each split lives
+(local files under the data root, or the 🤗 hub), which split is reported, and its metrics.
+
+``TASKS[name].load(path, split)`` returns OpenPrompt ``InputExample``s. ``path`` is a local folder
+(formats: ``../shared/assets/README.md``), a hub dataset name, or ``hub`` for the task's own hub copy.
+Templates and verbalizers live in the YAMLs, not here. Protocol and tables: ``docs/data.md``.
+"""
+from __future__ import annotations
+
+import difflib
+import os
+from dataclasses import dataclass, field
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
+
+from openprompt.data_utils import InputExample
+
+SPLITS = ("train", "validation", "test")
+SPLIT_ALIASES = {"val": "validation", "dev": "validation"}
+FIX = "set dataset.path (a task folder, or 'hub'), or the data root with --data-root / IPT_ASSETS"
+
+
+@dataclass(frozen=True)
+class LocalFile:
+    """One split's file in a task folder: jsonl (optionally .gz), or csv/tsv read by column position."""
+    name: str
+    columns: Tuple[str, ...] = ()  # csv/tsv: names given to the columns in order
+    header: bool = True            # csv/tsv: the first line is a header to skip
+    label_offset: int = 0          # subtracted from integer labels (AG News test.csv is 1-based)
+
+    def read(self, folder: str) -> List[dict]:
+        import datasets
+
+        file = os.path.join(folder, self.name)
+        if os.path.getsize(file) == 0:
+            raise ValueError(f"data file {file} is empty")
+        if self.name.endswith((".csv", ".tsv")):
+            rows = datasets.load_dataset(
+                "csv", data_files=file, split="train", delimiter="\t" if self.name.endswith(".tsv") else ",",
+                column_names=list(self.columns), skiprows=1 if self.header else 0, keep_default_na=False,
+                quoting=3 if self.name.endswith(".tsv") else 0)  # tsv: quotes are text (QUOTE_NONE)
+        else:
+            rows = datasets.load_dataset("json", data_files=file, split="train")
+        if len(rows) == 0:
+            raise ValueError(f"data file {file} has no rows")
+        return [dict(r) for r in rows]
+
+
+def _first(row: dict, keys: Sequence[str]) -> Optional[str]:
+    for key in keys:
+        if row.get(key) is not None:
+            return str(row[key])
+    return None
+
+
+@dataclass(frozen=True)
+class Task:
+    name: str
+    labels: Tuple[str, ...]
+    default_path: str                     # under the data root
+    files: Dict[str, LocalFile]           # split -> file in the local folder
+    hub: Tuple[str, Optional[str]]        # (hub dataset, config)
+    hub_splits: Dict[str, str]            # split -> hub split name (absent: the hub has none)
+    text_a: Tuple[str, ...]               # row keys tried in order (local and hub rows)
+    text_b: Tuple[str, ...] = ()
+    test_split: str = "validation"        # the labelled split reported as test
+    dev_split: Optional[str] = None       # a separate labelled dev split, where the source has one
+    metrics: Tuple[str, ...] = ("accuracy", "macro_f1")
+    expand: Optional[Callable] = field(default=None, compare=False)  # row -> several examples (MultiRC)
+
+    # ---------------------------------------------------------------- where the data is
+    def is_hub(self, path: str, hub_name: Optional[str] = None) -> bool:
+        if os.path.isdir(path):
+            return False
+        if path == "hub" or path == self.hub[0] or hub_name:
+            return True
+        if os.path.isabs(path) or path.startswith(".") or os.path.sep in path or "/" in path:
+            raise FileNotFoundError(f"{self.name} data directory '{path}' does not exist: {FIX}")
+        return True  # a bare name: a hub dataset
+
+    def has_split(self, path: str, split: str, hub_name: Optional[str] = None) -> bool:
+        split = SPLIT_ALIASES.get(split, split)
+        if self.is_hub(path, hub_name):
+            return split in self.hub_splits
+        return split in self.files and os.path.isfile(os.path.join(path, self.files[split].name))
+
+    # ---------------------------------------------------------------- rows -> examples
+    def load(self, path: str, split: str, hub_name: Optional[str] = None, labelled: bool = True) -> List[InputExample]:
+        """Examples of one split; ``labelled`` requires every row to carry a known label."""
+        split = SPLIT_ALIASES.get(split, split)
+        if split not in SPLITS:
+            raise ValueError(f"unknown split '{split}': choose one of {list(SPLITS)}")
+        if self.is_hub(path, hub_name):
+            rows, where = self._hub_rows(path, split, hub_name)
+        else:
+            if split not in self.files:
+                raise FileNotFoundError(f"{self.name} has no '{split}' split in a local folder (it has "
+                                        f"{sorted(self.files)}); see docs/data.md")
+            spec = self.files[split]
+            where = os.path.join(path, spec.name)
+            if not os.path.isfile(where):
+                raise FileNotFoundError(f"{self.name} split '{split}' not found at {where}: {FIX}")
+            rows = spec.read(path)
+        offset = 0 if self.is_hub(path, hub_name) else self.files[split].label_offset
+        examples = []
+        for i, row in enumerate(rows):
+            for guid, text_a, text_b, raw, meta in (self.expand(row, i) if self.expand else [self._fields(row, i)]):
+                label = self.label_id(raw, offset, f"{where} row {i}")
+                if label is None and labelled:
+                    raise ValueError(f"{where} row {i} has no label, but split '{split}' is used where labels "
+                                     f"are needed (unlabelled test sets cannot be trained or scored)")
+                examples.append(InputExample(guid=f"{split}-{guid}", text_a=text_a, text_b=text_b, label=label, meta=meta))
+        if not examples:
+            raise ValueError(f"{where} has no examples")
+        return examples
+
+    def _fields(self, row: dict, i: int):
+        text_a = _first(row, self.text_a)
+        if text_a is None:
+            raise ValueError(f"{self.name} row {i} has none of the text fields {list(self.text_a)}: "
+                             f"its keys are {sorted(row)}")
+        text_b = _first(row, self.text_b) if self.text_b else None
+        return str(row.get("idx", i)), text_a, text_b, row.get("label"), {}
+
+    def label_id(self, raw, offset: int, where: str) -> Optional[int]:
+        """A raw label (name, bool, int or digit string) as a class index; None if unlabelled."""
+        if raw is None or raw == "" or (isinstance(raw, int) and not isinstance(raw, bool) and raw < 0):
+            return None  # the hub's unlabelled test splits use -1
+        if isinstance(raw, bool):
+            raw = str(raw)
+        if isinstance(raw, str) and raw in self.labels:
+            return self.labels.index(raw)
+        if isinstance(raw, str) and raw.strip().lstrip("-").isdigit():
+            raw = int(raw)
+        if isinstance(raw, int) and 0 <= raw - offset < len(self.labels):
+            return raw - offset
+        valid = f"{list(self.labels)} or their indices 0-{len(self.labels) - 1}"
+        if offset:
+            valid = f"{list(self.labels)} as indices {offset}-{len(self.labels) - 1 + offset}"
+        raise ValueError(f"{where}: unknown {self.name} label {raw!r}; valid labels are {valid}")
+
+    def _hub_rows(self, path: str, split: str, hub_name: Optional[str]):
+        import datasets
+
+        if split not in self.hub_splits:
+            raise FileNotFoundError(f"{self.name} has no '{split}' split on the hub (it has "
+                                    f"{sorted(self.hub_splits)}); see docs/data.md")
+        name, config = (self.hub if path == "hub" else (path, hub_name or (self.hub[1] if path == self.hub[0] else None)))
+        rows = datasets.load_dataset(name, config, split=self.hub_splits[split])
+        return [dict(r) for r in rows], f"hub {name}{'/' + config if config else ''}:{self.hub_splits[split]}"
+
+
+# -------------------------------------------------------------------- MultiRC: answer-level examples
+def multirc_answers(row: dict, i: int):
+    """A paragraph row (local, nested) or an answer row (hub, flat) -> answer-level examples.
+
+    ``text_a`` = paragraph, ``text_b`` = question, ``meta["answer"]`` = the candidate answer (a template
+    reads it as ``{"meta": "answer"}``), ``meta["group"]`` = the question id used by EM, and
+    ``meta["paragraph"]`` keeps a paragraph's answers together when dev is held out of train.
+    """
+    if "passage" not in row:  # hub super_glue/multirc: one row per answer
+        idx = row["idx"]
+        group = f"{idx['paragraph']}-{idx['question']}"
+        yield (f"{group}-{idx['answer']}", row["paragraph"], row["question"], row.get("label"),
+               {"answer": row["answer"], "group": group, "paragraph": str(idx["paragraph"])})
+        return
+    p_idx = row.get("idx", i)
+    passage = row["passage"]
+    for q_pos, q in enumerate(passage["questions"]):
+        group = f"{p_idx}-{q.get('idx', q_pos)}"
+        for a_pos, a in enumerate(q["answers"]):
+            yield (f"{group}-{a.get('idx', a_pos)}", passage["text"], q["question"], a.get("label"),
+                   {"answer": a["text"], "group": group, "paragraph": str(p_idx)})
+
+
+def csv_unquote(text: str) -> str:
+    """LM-BFF's sentence files keep csv quoting inside the json strings: '"a "" b"' -> 'a " b'."""
+    if len(text) > 1 and text[0] == text[-1] == '"':
+        return text[1:-1].replace('""', '"')
+    return text
+
+
+def _sentence(row: dict, i: int):
+    text = _first(row, _SENT_FIELDS)
+    if text is None:
+        raise ValueError(f"row {i} has none of the text fields {list(_SENT_FIELDS)}: its keys are {sorted(row)}")
+    return str(row.get("idx", i)), csv_unquote(text), None, row.get("label"), {}
+
+
+def _agnews_text(row: dict, i: int):
+    text = row.get("text")
+    if text is None:  # test.csv: class,title,description
+        text = " ".join(str(row[k]).strip() for k in ("title", "description") if row.get(k))
+    return str(row.get("idx", i)), text, None, row.get("label"), {}
+
+
+# -------------------------------------------------------------------- the registry
+_JSONL = {"train": LocalFile("train.jsonl"), "validation": LocalFile("val.jsonl"), "test": LocalFile("test.jsonl")}
+_SG_HUB = {"train": "train", "validation": "validation", "test": "test"}
+_SENT = {"train": LocalFile("train.jsonl"), "test": LocalFile("test.jsonl")}
+_SENT_FIELDS = ("sentence", "text")
+_NEG_POS = ("negative", "positive")
+
+
+def _sentence_task(name: str, hub: str, labels=_NEG_POS, hub_splits=None) -> Task:
+    return Task(name, labels, f"sentence/{name}", _SENT, (hub, None), hub_splits or {"train": "train", "test": "test"},
+                text_a=_SENT_FIELDS, test_split="test", expand=lambda row, i: [_sentence(row, i)])
+
+
+TASKS: Dict[str, Task] = {t.name: t for t in [
+    Task("cb", ("entailment", "contradiction", "neutral"), "superglue/CB", _JSONL, ("super_glue", "cb"), _SG_HUB,
+         text_a=("premise",), text_b=("hypothesis",)),
+    Task("rte", ("entailment", "not_entailment"), "superglue/RTE", _JSONL, ("super_glue", "rte"), _SG_HUB,
+         text_a=("premise",), text_b=("hypothesis",)),
+    Task("boolq", ("False", "True"), "superglue/BoolQ", _JSONL, ("super_glue", "boolq"), _SG_HUB,
+         text_a=("passage",), text_b=("question",)),
+    Task("multirc", ("False", "True"), "superglue/MultiRC", _JSONL, ("super_glue", "multirc"), _SG_HUB,
+         text_a=("paragraph",), text_b=("question",), metrics=("accuracy", "macro_f1", "f1a", "em"),
+         expand=multirc_answers),
+    Task("sst2", _NEG_POS, "sentence/sst2",
+         {s: LocalFile(f, columns=("label", "sentence")) for s, f in
+          (("train", "train.tsv"), ("validation", "dev.tsv"), ("test", "test.tsv"))},
+         ("glue", "sst2"), {"train": "train", "validation": "validation"}, text_a=("sentence",),
+         test_split="validation"),  # GLUE convention (IDPG Table 1): the 872-row dev is reported
+    Task("imdb", _NEG_POS, "imdb",
+         {s: LocalFile(f"{f}.jsonl.gz") for s, f in (("train", "train"), ("validation", "val"), ("test", "test"))},
+         ("imdb", None), {"train": "train", "test": "test"}, text_a=("text",), test_split="test",
+         dev_split="validation"),
+    Task("agnews", ("World", "Sports", "Business", "Sci/Tech"), "agnews",
+         {"train": LocalFile("train_4k.csv", columns=("label", "text"), header=False),
+          "test": LocalFile("test.csv", columns=("label", "title", "description"), label_offset=1)},
+         ("ag_news", None), {"train": "train", "test": "test"}, text_a=("text",), test_split="test",
+         expand=lambda row, i: [_agnews_text(row, i)]),
+    _sentence_task("mr", "rotten_tomatoes", hub_splits={"train": "train", "validation": "validation", "test": "test"}),
+    _sentence_task("cr", "SetFit/SentEval-CR"),
+    _sentence_task("mpqa", "SetFit/mpqa"),
+    _sentence_task("subj", "SetFit/subj", labels=("subjective", "objective")),
+]}
+
+
+def get_task(name: str) -> Task:
+    if name not in TASKS:
+        match = difflib.get_close_matches(str(name), list(TASKS), n=1)
+        hint = f" (did you mean '{match[0]}'?)" if match else ""
+        raise ValueError(f"unknown dataset '{name}'{hint}: valid names are {sorted(TASKS)}")
+    return TASKS[name]
