@@ -179,6 +179,11 @@ def build_model(cfg: Dict, train_examples, num_classes: int, labels: Sequence[st
                     "verbalizer": cfg["verbalizer"], cfg["verbalizer"]: verb_section}, new_allowed=True)
     template = load_template(node, model=model, tokenizer=tokenizer)
     verbalizer = load_verbalizer(node, model=model, tokenizer=tokenizer)
+    from openprompt.prompts import SoftVerbalizer
+
+    if isinstance(verbalizer, SoftVerbalizer):  # it copied the head it needs and reads hidden states only
+        from .plm import skip_mlm_head
+        skip_mlm_head(model)
     freeze = bool(cfg["plm"]["freeze"])
     prompt_model = PromptForClassification(model, template, verbalizer, freeze_plm=freeze, plm_eval_mode=freeze)
     return prompt_model, tokenizer, wrapper_class

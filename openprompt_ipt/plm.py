@@ -10,6 +10,8 @@ from __future__ import annotations
 import os
 from typing import Tuple
 
+from torch import nn
+
 OFFLINE_BACKBONE = "minilm"
 
 
@@ -41,3 +43,25 @@ def load_backbone(name_or_path: str) -> Tuple[object, object, type]:
     finally:
         hf_logging.set_verbosity(verbosity)
     return model, tokenizer, MLMTokenizerWrapper
+
+
+class HiddenStatesAsLogits(nn.Module):
+    """Stands in for a masked LM's vocabulary head when nothing reads the vocabulary logits.
+
+    A SoftVerbalizer reads the last hidden state at the mask; the vocab head (hidden x 30-50k
+    matmul at *every* position) is then a third of the forward pass for nothing. ``skip_mlm_head``
+    swaps it for this identity, so ``outputs.logits`` are the final hidden states."""
+
+    def forward(self, hidden_states):
+        return hidden_states
+
+
+def skip_mlm_head(model) -> str:
+    """Replace the child module holding the output (vocabulary) projection; returns its name."""
+    decoder = model.get_output_embeddings()
+    for name, child in model.named_children():
+        if decoder is not None and any(m is decoder for m in child.modules()):
+            setattr(model, name, HiddenStatesAsLogits())
+            return name
+    raise ValueError(f"{type(model).__name__}: cannot find the vocabulary head to skip (get_output_embeddings() "
+                     "is not inside a child module); use a verbalizer that reads logits")
