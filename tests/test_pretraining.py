@@ -287,3 +287,22 @@ def test_pretrain_yamls_load():
     with open(os.path.join(root, "yamls", "corpus_13cat.yaml")) as f:
         mapping = parse_mapping(yaml.safe_load(f))
     assert len(mapping.categories) == 13 and {s.name for s in mapping.sources} >= {"knowledge_cat", "wiki_vital"}
+
+
+def test_visualize_representations_and_silhouettes(bert):
+    from openprompt_ipt.pretraining.visualize import represent, silhouettes
+
+    model, tok = bert
+    rng = random.Random(0)
+    texts = [sentence(rng, t) for t in TOPICS for _ in range(8)]
+    labels = [t for t in TOPICS for _ in range(8)]
+    table = torch.randn(len(tok), 32) * 0.01
+    for topic, words in TOPICS.items():  # a table that separates the topics by construction
+        direction = torch.randn(32)
+        for w in words.split():
+            table[tok.convert_tokens_to_ids(w)] += direction
+    reps = represent(texts, tok, model.bert, table, prompt_length=4)
+    assert {k: v.shape for k, v in reps.items()} == {k: (24, 32) for k in ("plm_output", "plm_input", "prompt")}
+    scores, proj = silhouettes(reps, labels, perplexity=5)
+    assert proj["prompt"]["t-SNE"].shape == (24, 2)
+    assert scores["prompt"]["full_cosine"] > scores["plm_input"]["full_cosine"]
