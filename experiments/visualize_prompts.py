@@ -43,6 +43,7 @@ def main(argv=None) -> int:
         if meta.get("tokenizer_fingerprint") and meta["tokenizer_fingerprint"] != tokenizer_fingerprint(tokenizer):
             raise ValueError(f"tokenizer '{meta['tokenizer']}' here is not the one the export was made with")
         hf_logging.set_verbosity_error()
+        hf_logging.disable_progress_bar()
         plm = AutoModel.from_pretrained(path)
         categories = [c for c in json.loads(meta["categories"]) if c in set(labels)]
         reps = represent(texts, tokenizer, plm, table, args.prompt_length)
