@@ -245,6 +245,8 @@ def test_every_yaml_fits_its_task():
     from openprompt_ipt.config import load_config
 
     for path in sorted(glob.glob(os.path.join(os.path.dirname(__file__), "..", "yamls", "*.yaml"))):
+        if os.path.basename(path).startswith(("corpus_", "pretrain_")):  # category-pretraining configs
+            continue
         cfg = load_config(path)
         task = get_task(cfg["dataset"]["name"])
         check_label_words(cfg, task.labels)

@@ -22,7 +22,8 @@ def load_encoder_body(encoder: nn.Module, path: str) -> dict:
         meta = json.load(fh)
     saved = meta.get("encoder", {})
     mine = encoder.config.to_dict()
-    for key in ("name", "input_dim", "hidden"):
+    keys = ("name", "input_dim", "hidden") + (("kernel_sizes",) if mine["name"] == "textcnn" else ())
+    for key in keys:
         if key in saved and saved[key] != mine[key]:
             raise ValueError(f"encoder_path '{path}' holds a {key}={saved[key]} encoder but this template asks for "
                              f"{key}={mine[key]}: set encoder/encoder_hidden to match the export")

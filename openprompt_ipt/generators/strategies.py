@@ -58,11 +58,11 @@ class RandomIPT(InstancePromptGenerator):
 
 class PretrainedIPT(RandomIPT):
     def __init__(self, vocab_size: int, hidden_size: int, prompt_length: int, pretrained_path: str = None,
-                 tokenizer_vocab: Optional[int] = None, **kwargs):
+                 tokenizer_vocab: Optional[int] = None, tokenizer=None, **kwargs):
         if not pretrained_path:
             raise ValueError("strategy 'pretrained' needs pretrained_path: the .safetensors table exported by "
                              "experiments/pretrain_categories.py")
-        weight, metadata = load_table(pretrained_path, vocab_size, hidden_size, tokenizer_vocab)
+        weight, metadata = load_table(pretrained_path, vocab_size, hidden_size, tokenizer_vocab, tokenizer)
         kwargs["table_dim"] = weight.shape[1]
         super().__init__(vocab_size, hidden_size, prompt_length, weight=weight, **kwargs)
         self.table_metadata = metadata
@@ -73,13 +73,14 @@ class EncoderIPT(InstancePromptGenerator):
                  pad_token_id: int = 0, plm_embedding: nn.Embedding = None, pretrained_path: Optional[str] = None,
                  tokenizer_vocab: Optional[int] = None, encoder: str = "textcnn", encoder_hidden: int = 128,
                  sequence_utilization_rate: float = 1.0, max_source_tokens: int = 512, encoder_dropout: float = 0.1,
-                 encoder_path: Optional[str] = None):
+                 encoder_path: Optional[str] = None, tokenizer=None):
         super().__init__(prompt_length, token_source, pad_token_id)
         if not (0.0 < float(sequence_utilization_rate) <= 1.0):
             raise ValueError(f"sequence_utilization_rate must be in (0, 1], got {sequence_utilization_rate}")
         self.rate, self.max_source_tokens = float(sequence_utilization_rate), max_source_tokens
         if pretrained_path:
-            weight, self.table_metadata = load_table(pretrained_path, vocab_size, hidden_size, tokenizer_vocab)
+            weight, self.table_metadata = load_table(pretrained_path, vocab_size, hidden_size, tokenizer_vocab,
+                                                     tokenizer)
             self.source = nn.Embedding.from_pretrained(weight, freeze=True)
         else:
             # No exported table: the PLM's own (frozen) input embeddings are a vocab-aligned stand-in.

@@ -8,6 +8,7 @@ The embedding is ``sparse``: a step's gradient and optimizer update touch only l
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from typing import Optional, Sequence
@@ -65,6 +66,13 @@ class VocabPromptTable(nn.Module):
         return self.project(out) if self.project is not None else out
 
 
+def tokenizer_fingerprint(tokenizer) -> str:
+    """A short hash of the tokenizer's vocabulary (tokens in id order): equal for the same tokenizer
+    wherever it is installed, different when the ids mean different tokens."""
+    vocab = sorted(tokenizer.get_vocab().items(), key=lambda kv: kv[1])
+    return hashlib.sha256("\n".join(f"{i}\t{t}" for t, i in vocab).encode("utf-8")).hexdigest()[:16]
+
+
 def save_table(path: str, weight: torch.Tensor, metadata: dict) -> None:
     """Write an exported table atomically (a temp file renamed into place)."""
     from safetensors.torch import save_file
@@ -77,8 +85,12 @@ def save_table(path: str, weight: torch.Tensor, metadata: dict) -> None:
     os.replace(tmp, path)
 
 
-def load_table(path: str, vocab_size: int, hidden_size: int, tokenizer_vocab: Optional[int] = None):
-    """Read and validate an exported table: returns ``(weight, metadata)``."""
+def load_table(path: str, vocab_size: int, hidden_size: int, tokenizer_vocab: Optional[int] = None,
+               tokenizer=None):
+    """Read and validate an exported table: returns ``(weight, metadata)``.
+
+    With ``tokenizer`` given and a ``tokenizer_fingerprint`` in the table's metadata, the table must
+    have been exported for this very vocabulary (same tokens at the same ids), not only the same size."""
     from safetensors import safe_open
 
     if not os.path.isfile(path):
@@ -95,6 +107,13 @@ def load_table(path: str, vocab_size: int, hidden_size: int, tokenizer_vocab: Op
         raise ValueError(
             f"pretrained table '{path}' has {rows} rows but this PLM/tokenizer has {vocab_size} ids"
             f" (tokenizer '{metadata.get('tokenizer', '?')}'): export it with this PLM's tokenizer")
+    saved = metadata.get("tokenizer_fingerprint")
+    if tokenizer is not None and saved and saved != tokenizer_fingerprint(tokenizer):
+        mine = getattr(tokenizer, "name_or_path", "?")
+        raise ValueError(
+            f"pretrained table '{path}' was exported for tokenizer '{metadata.get('tokenizer', '?')}' but this template's "
+            f"tokenizer '{mine}' has a different vocabulary (fingerprint {saved} != {tokenizer_fingerprint(tokenizer)}): "
+            "re-export it with experiments/pretrain_categories.py --set plm.model_path=<this PLM>")
     if dim > hidden_size:
         raise ValueError(f"pretrained table '{path}' is {dim}-d, wider than the PLM hidden size {hidden_size}: "
                          "export it with --dim <= hidden size")

@@ -76,11 +76,12 @@ class InstanceWiseTemplate(MixedTemplate):
                                         tokenizer_vocab=len(tokenizer), encoder=encoder, encoder_hidden=encoder_hidden,
                                         sequence_utilization_rate=sequence_utilization_rate,
                                         max_source_tokens=max_source_tokens, encoder_dropout=encoder_dropout,
-                                        encoder_path=encoder_path)
+                                        encoder_path=encoder_path, tokenizer=tokenizer)
         else:
             kwargs = dict(common, vocab_rows=vocab_rows, init_std=init_std, sparse=sparse)
             if strategy == "pretrained":
-                self.generator = PretrainedIPT(pretrained_path=pretrained_path, tokenizer_vocab=len(tokenizer), **kwargs)
+                self.generator = PretrainedIPT(pretrained_path=pretrained_path, tokenizer_vocab=len(tokenizer),
+                                               tokenizer=tokenizer, **kwargs)
             else:
                 self.generator = STRATEGIES[strategy](table_dim=table_dim, **kwargs)
         if self.task_prompt_length:

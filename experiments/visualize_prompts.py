@@ -1,0 +1,67 @@
+"""IPT Figure 4: project held-out sentences of the category corpus represented by (a) the PLM's
+mean-pooled embeddings and (b) the pretrained prompt embeddings (PCA and t-SNE, coloured by
+category) to a PNG, and print a silhouette score for each representation.
+
+    python experiments/visualize_prompts.py --export exports/textcnn-minilm --out docs/img/prompt_space.png
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--export", required=True, help="a finished export folder of experiments/pretrain_categories.py")
+    p.add_argument("--out", default=None, help="PNG path (default: <export>/prompt_space.png)")
+    p.add_argument("--n", type=int, default=4000, help="sentences (held-out test split of the corpus; the paper used 4000)")
+    p.add_argument("--prompt-length", type=int, default=16, help="L: first L tokens look up the prompt rows (as Pretrained IPT)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--json", default=None, help="also write the scores here")
+    args = p.parse_args(argv)
+    try:
+        import torch
+        from transformers import AutoModel
+        from transformers.utils import logging as hf_logging
+
+        from openprompt_ipt.generators.vocab_table import tokenizer_fingerprint
+        from openprompt_ipt.pretraining.pipeline import load_tokenizer
+        from openprompt_ipt.pretraining.visualize import REPRESENTATIONS, plot, read_heldout, represent, silhouettes
+        from safetensors import safe_open
+
+        if args.threads:
+            torch.set_num_threads(args.threads)
+        texts, labels = read_heldout(args.export, args.n, args.seed)
+        with safe_open(os.path.join(args.export, "embedding.safetensors"), framework="pt") as f:
+            table, meta = f.get_tensor("embedding"), f.metadata()
+        tokenizer, path = load_tokenizer(meta["tokenizer"])
+        if meta.get("tokenizer_fingerprint") and meta["tokenizer_fingerprint"] != tokenizer_fingerprint(tokenizer):
+            raise ValueError(f"tokenizer '{meta['tokenizer']}' here is not the one the export was made with")
+        hf_logging.set_verbosity_error()
+        hf_logging.disable_progress_bar()
+        plm = AutoModel.from_pretrained(path)
+        categories = [c for c in json.loads(meta["categories"]) if c in set(labels)]
+        reps = represent(texts, tokenizer, plm, table, args.prompt_length)
+        scores, proj = silhouettes(reps, labels, seed=args.seed)
+        out = plot(proj, labels, categories, scores, args.out or os.path.join(args.export, "prompt_space.png"))
+    except (KeyError, ValueError, FileNotFoundError, ImportError) as e:
+        print(f"error: {str(e).strip(chr(39) + chr(34))}", file=sys.stderr)
+        return 2
+    print(f"{len(texts)} held-out sentences, {len(categories)} categories, L={args.prompt_length}, backbone {meta['tokenizer']}")
+    print(f"{'representation':<72} {'full-dim cosine':>15} {'PCA 2-D':>8} {'t-SNE 2-D':>9}")
+    for name, s in scores.items():
+        print(f"{REPRESENTATIONS[name]:<72} {s['full_cosine']:>15.3f} {s['pca_2d']:>8.3f} {s['tsne_2d']:>9.3f}")
+    print(f"silhouette: higher = categories better separated. plot: {out}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"n": len(texts), "prompt_length": args.prompt_length, "scores": scores}, f, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

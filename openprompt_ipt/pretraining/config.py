@@ -1,0 +1,63 @@
+"""Pretraining YAML (``yamls/pretrain_*.yaml``): defaults, ``section.key=value`` overrides, and
+unknown keys rejected with the nearest valid name (same rules as the experiment YAMLs)."""
+from __future__ import annotations
+
+import os
+from typing import Dict, Iterable
+
+import yaml
+
+from ..config import _merge, parse_override
+
+DEFAULTS: Dict = {
+    "name": "textcnn",          # export folder: exports/<name>-<backbone>
+    "seed": 42,
+    "output_dir": None,
+    "plm": {"model_path": "minilm"},  # whose tokenizer (and input embeddings) the table lines up with
+    "corpus": {"mapping": "yamls/corpus_13cat.yaml", "max_length": 64, "min_tokens": 3, "max_per_category": 800,
+               "balance": "cap", "dev_fraction": 0.1, "test_fraction": 0.1},
+    "classifier": {"encoder": "textcnn", "dim": None, "hidden": 128, "kernel_sizes": [3, 5, 7], "dropout": 0.3,
+                   "pool": "max", "embedding_init": "plm", "sparse": True},
+    "train": {"epochs": 6, "batch_size": 32, "lr": 1e-3, "lr_embedding": 1e-3, "weight_decay": 0.0, "patience": 2,
+              "max_grad_norm": 5.0, "max_minutes": None, "metric": "macro_f1", "device": "cpu"},
+}
+EMBEDDING_INITS = ("plm", "random")
+
+
+def load_pretrain_config(path: str, overrides: Iterable[str] = ()) -> Dict:
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"config file '{path}' not found (see yamls/pretrain_textcnn.yaml)")
+    with open(path) as f:
+        raw = yaml.safe_load(f) or {}
+    for item in overrides:
+        keys, value = parse_override(item)
+        node = raw
+        for k in keys[:-1]:
+            node = node.setdefault(k, {})
+        node[keys[-1]] = value
+    return validate(_merge(DEFAULTS, raw, "", {}))
+
+
+def validate(cfg: Dict) -> Dict:
+    t = cfg["train"]
+    for key in ("lr", "lr_embedding", "weight_decay", "max_grad_norm"):
+        try:
+            t[key] = float(t[key])
+        except (TypeError, ValueError):
+            raise ValueError(f"train.{key} must be a number, got '{t[key]}'") from None
+    c = cfg["classifier"]
+    if c["embedding_init"] not in EMBEDDING_INITS:
+        raise ValueError(f"classifier.embedding_init must be one of {list(EMBEDDING_INITS)}, got '{c['embedding_init']}'")
+    if cfg["train"]["metric"] not in ("accuracy", "macro_f1"):
+        raise ValueError(f"train.metric must be 'accuracy' or 'macro_f1', got '{cfg['train']['metric']}'")
+    if int(cfg["train"]["epochs"]) < 1:
+        raise ValueError(f"train.epochs must be >= 1, got {cfg['train']['epochs']}")
+    return cfg
+
+
+def backbone_alias(model_path: str) -> str:
+    return os.path.basename(os.path.normpath(str(model_path))) or str(model_path)
+
+
+def default_output_dir(cfg: Dict) -> str:
+    return os.path.join("exports", f"{cfg['name']}-{backbone_alias(cfg['plm']['model_path'])}")

@@ -1,0 +1,128 @@
+"""The export directory: atomic, resumable, never half-written-as-complete.
+
+A run works in ``<out>.partial/`` (the corpus and per-epoch training state live there, so an
+interrupted run resumes with the same configuration); the files are written there, a ``DONE``
+marker last, and only then is the folder renamed to ``<out>`` (replacing an old export only with
+``overwrite``). Layout of a finished export:
+
+* ``embedding.safetensors`` — tensor ``embedding`` (vocab x dim) + string metadata (tokenizer name,
+  path and vocabulary fingerprint, vocab size, dim, categories, corpus summary, metrics): what
+  ``strategy: pretrained`` (and ``strategy: encoder``'s frozen table) reads via ``pretrained_path``;
+* ``classifier.safetensors`` + ``classifier.json`` — the whole classifier (``embedding.weight``,
+  ``body.*``, ``head.*``) and its config (``EncoderConfig`` under ``"encoder"``): what
+  ``strategy: encoder`` reads via ``encoder_path`` (this folder);
+* ``metrics.json``, ``confusion_matrix.png``, ``corpus.json``, ``heldout_test.jsonl``, ``config.yaml``, ``DONE``.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from typing import Callable, Dict, Optional
+
+DONE = "DONE"
+RUN_CONFIG = "run_config.json"
+TABLE_FILE, CLASSIFIER_FILE, CLASSIFIER_CONFIG = "embedding.safetensors", "classifier.safetensors", "classifier.json"
+
+
+def partial_dir(out: str) -> str:
+    return os.path.normpath(out) + ".partial"
+
+
+def is_finished(out: str) -> bool:
+    return os.path.isfile(os.path.join(out, DONE))
+
+
+def prepare_output(out: str, run_config: Dict, overwrite: bool = False, log: Callable = print) -> str:
+    """The work folder for this run; refuses a finished export (unless ``overwrite``) and resumes a
+    partial one only when it was started with the same configuration."""
+    if is_finished(out) and not overwrite:
+        raise ValueError(f"output directory '{out}' already holds a finished export: pass --overwrite to replace it "
+                         "(or choose another --output-dir)")
+    if os.path.isdir(out) and os.listdir(out) and not is_finished(out) and not overwrite:
+        raise ValueError(f"output directory '{out}' exists and is not a finished export (no {DONE} marker): remove "
+                         "it, pass --overwrite, or choose another --output-dir")
+    run_config = json.loads(json.dumps(run_config, sort_keys=True))  # compare as it reads back
+    work = partial_dir(out)
+    if os.path.isdir(work):
+        try:
+            with open(os.path.join(work, RUN_CONFIG)) as f:
+                previous = json.load(f)
+        except (OSError, ValueError):
+            previous = None
+        if overwrite:
+            log(f"--overwrite: discarding the interrupted run in {work}")
+            shutil.rmtree(work)
+        elif previous != run_config:
+            raise ValueError(f"'{work}' holds an interrupted run with a different configuration: rerun with the same "
+                             "configuration to resume it, or pass --overwrite to discard it and start over")
+        else:
+            log(f"resuming the interrupted run in {work}")
+    os.makedirs(work, exist_ok=True)
+    with open(os.path.join(work, RUN_CONFIG), "w") as f:
+        json.dump(run_config, f, indent=2, sort_keys=True)
+    return work
+
+
+def finalize(work: str, out: str, keep: tuple = ()) -> None:
+    """Write ``DONE`` last, then move the folder into place (an old export is replaced only now)."""
+    for name in ("train_state.pt", "corpus.pt"):
+        path = os.path.join(work, name)
+        if os.path.exists(path) and name not in keep:
+            os.remove(path)
+    with open(os.path.join(work, DONE), "w") as f:
+        f.write("complete\n")
+    if os.path.exists(out):
+        old = os.path.normpath(out) + ".old"
+        if os.path.exists(old):
+            shutil.rmtree(old)
+        os.replace(out, old)
+        os.replace(work, out)
+        shutil.rmtree(old)
+    else:
+        parent = os.path.dirname(os.path.normpath(out))
+        if parent:
+            os.makedirs(parent, exist_ok=True)
+        os.replace(work, out)
+
+
+def write_classifier(work: str, model, info: Dict) -> None:
+    from safetensors.torch import save_file
+
+    state = {k: v.detach().contiguous().cpu() for k, v in model.state_dict().items()}
+    tmp = os.path.join(work, CLASSIFIER_FILE + ".tmp")
+    save_file(state, tmp, metadata={"format": "openprompt_ipt.category_classifier"})
+    os.replace(tmp, os.path.join(work, CLASSIFIER_FILE))
+    config = {"encoder": model.config.encoder_config().to_dict(), "classifier": model.config.to_dict(), **info}
+    with open(os.path.join(work, CLASSIFIER_CONFIG), "w") as f:
+        json.dump(config, f, indent=2)
+
+
+def plot_confusion(matrix, categories, path: str, title: str) -> Optional[str]:
+    """A confusion-matrix PNG (rows = true category, columns = predicted), or None without matplotlib."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    import numpy as np
+
+    m = np.asarray(matrix)
+    fig, ax = plt.subplots(figsize=(9, 8))
+    norm = m / np.maximum(m.sum(axis=1, keepdims=True), 1)
+    ax.imshow(norm, cmap="Blues", vmin=0, vmax=1)
+    for i in range(m.shape[0]):
+        for j in range(m.shape[1]):
+            if m[i, j]:
+                ax.text(j, i, str(m[i, j]), ha="center", va="center", fontsize=7,
+                        color="white" if norm[i, j] > 0.5 else "black")
+    ax.set_xticks(range(len(categories)), categories, rotation=60, ha="right", fontsize=8)
+    ax.set_yticks(range(len(categories)), categories, fontsize=8)
+    ax.set_xlabel("predicted")
+    ax.set_ylabel("true")
+    ax.set_title(title, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path

@@ -1,0 +1,308 @@
+"""Category pretraining: corpus builder, classifiers, exports that Pretrained / Encoder IPT load, bad input."""
+import importlib.util
+import json
+import os
+import random
+
+import pytest
+import torch
+import yaml
+
+from helpers import TEXT
+from openprompt_ipt import InstanceWiseTemplate
+from openprompt_ipt.generators import save_table, tokenizer_fingerprint
+from openprompt_ipt.pretraining import (CATEGORIES, CategoryClassifier, ClassifierConfig, Corpus, Example,
+                                        PretrainConfig, build_corpus, canonical_category, parse_mapping,
+                                        train_classifier)
+from openprompt_ipt.pretraining.config import DEFAULTS, load_pretrain_config
+from openprompt_ipt.pretraining.pipeline import run_pretraining
+
+TOPICS = {"sports": "sports ran fast slow he she", "music": "music art movie film great", "pets": "cat dog sat on mat"}
+FILLER = "the a an is was it".split()
+
+
+def sentence(rng, topic):
+    words = TOPICS[topic].split()
+    return " ".join(rng.choice(words) if i % 2 == 0 else rng.choice(FILLER) for i in range(rng.randint(4, 9)))
+
+
+def write_sources(d, n=30, seed=0):
+    """Three small local files in three formats; some duplicates and too-short texts on purpose."""
+    rng = random.Random(seed)
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, "mixed.jsonl"), "w") as f:
+        for i in range(n):
+            topic = ("sports", "music")[i % 2]
+            f.write(json.dumps({"body": sentence(rng, topic), "tag": topic[0]}) + "\n")
+        f.write(json.dumps({"body": "great", "tag": "m"}) + "\n")  # 1 token: dropped
+        f.write(json.dumps({"body": "ignored text here", "tag": "x"}) + "\n")  # label mapped to null
+    with open(os.path.join(d, "pets.csv"), "w") as f:  # headerless csv
+        for _ in range(n):
+            f.write(f"7,{sentence(rng, 'pets')}\n")
+        f.write("7,the cat sat on the mat\n7,the cat sat on the mat\n")  # a duplicate
+    with open(os.path.join(d, "more.tsv"), "w") as f:
+        f.write("sentence\tlabel\n")
+        for _ in range(n // 2):
+            f.write(f"{sentence(rng, 'music')}\t1\n")
+
+
+def mapping_dict(**source_overrides):
+    m = {"categories": ["Human activities", "Culture and the arts", "Natural and physical sciences"], "sources": [
+        {"name": "mixed", "path": "mixed.jsonl", "text": "body", "label": "tag",
+         "label_map": {"s": "human activities", "m": "Culture and the arts", "x": None}},
+        {"name": "pets", "path": "pets.csv", "column_names": ["y", "text"], "text": "text",
+         "category": "Natural and physical sciences"},
+        {"name": "more", "path": "more.tsv", "text": "sentence", "category": "Culture and the arts", "max_examples": 10},
+    ]}
+    for k, v in source_overrides.items():
+        m["sources"][0][k] = v
+    return m
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """Tiny models: one thread avoids OpenMP spin-waits on a busy 2-core machine (10-20x slower)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory):
+    d = str(tmp_path_factory.mktemp("corpus"))
+    write_sources(d)
+    return d
+
+
+@pytest.fixture(scope="module")
+def hf_cache(tmp_path_factory):
+    return str(tmp_path_factory.mktemp("hf_cache"))
+
+
+def test_category_names_and_nearest_name_error():
+    assert len(CATEGORIES) == 13 and CATEGORIES[0] == "General reference"
+    assert canonical_category("culture_AND the arts") == "Culture and the arts"
+    with pytest.raises(ValueError, match="unknown category 'Culture and arts' \\(did you mean 'Culture and the arts'"):
+        canonical_category("Culture and arts")
+
+
+def test_corpus_maps_dedups_balances_and_splits(bert, data_dir, hf_cache):
+    _, tok = bert
+    mapping = parse_mapping(mapping_dict())
+    logs = []
+    kw = dict(root=data_dir, max_length=16, min_tokens=2, max_per_category=12, cache_dir=hf_cache, log=logs.append)
+    c = build_corpus(mapping, tok, seed=1, **kw)
+    rows = c.summary["categories"]
+    assert [r["available"] for r in rows.values()] == [25, 15, 31]  # 15 music + 10 of more.tsv; 15 sports; 30 + 1 pets
+    assert all(r["kept"] == 12 for r in rows.values())  # capped: balanced
+    assert all((r["train"], r["dev"], r["test"]) == (10, 1, 1) for r in rows.values())
+    assert c.summary["dropped"]["too_short"] == 1 and c.summary["dropped"]["duplicate"] >= 1
+    for split in c.splits().values():
+        assert {e.label for e in split} == {0, 1, 2}
+    assert c.categories == ["Culture and the arts", "Human activities", "Natural and physical sciences"]
+    ids = {tuple(e.ids) for s in c.splits().values() for e in s}
+    assert len(ids) == 36  # no duplicate anywhere, no leak between splits
+    same = build_corpus(mapping, tok, seed=1, **kw)
+    other = build_corpus(mapping, tok, seed=2, **kw)
+    assert [e.ids for e in same.test] == [e.ids for e in c.test]
+    assert [e.ids for e in other.test] != [e.ids for e in c.test]
+    assert any("source pets" in line for line in logs)
+    from openprompt_ipt.pretraining import format_histogram
+    assert "Natural and physical sciences" in format_histogram(c.summary)
+    bal = build_corpus(mapping, tok, seed=1, **{**kw, "max_per_category": None}, balance="min")
+    assert {r["kept"] for r in bal.summary["categories"].values()} == {15}
+
+
+@pytest.mark.parametrize("change,match", [
+    (dict(text="text"), "source 'mixed': no field 'text'"),
+    (dict(label_map={"s": "Sportz", "m": "Culture and the arts"}), "unknown category 'Sportz'"),
+    (dict(label_map={"s": "Human activities"}), r"labels \['m', 'x'\] of field 'tag' have no entry in label_map"),
+    (dict(path="nowhere/missing.jsonl"), "unknown dataset 'nowhere/missing.jsonl'"),
+    (dict(path="no_such_user_xyz/no_such_dataset"), "unknown dataset 'no_such_user_xyz/no_such_dataset'"),
+    (dict(categry="Human activities"), "unknown key 'categry' \\(did you mean 'category'"),
+    (dict(category="Human activities"), "exactly one of 'category'"),
+])
+def test_bad_mapping_is_one_clear_error(bert, data_dir, hf_cache, monkeypatch, change, match):
+    import datasets
+    import huggingface_hub.constants
+
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)  # fail fast, never reach the network
+    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True)
+    _, tok = bert
+    with pytest.raises(ValueError, match=match):
+        build_corpus(parse_mapping(mapping_dict(**change)), tok, data_dir, cache_dir=hf_cache, log=lambda *_: None)
+
+
+def test_category_without_examples(bert, data_dir, hf_cache):
+    _, tok = bert
+    m = mapping_dict()
+    m["categories"].append("Religion and belief systems")
+    with pytest.raises(ValueError, match="category 'Religion and belief systems' has no examples"):
+        build_corpus(parse_mapping(m), tok, data_dir, cache_dir=hf_cache, log=lambda *_: None)
+
+
+def toy_corpus(seed=0, n=40):
+    """Three classes with disjoint token ids: trivially separable."""
+    rng = random.Random(seed)
+    def split(k):
+        out = []
+        for i in range(k * 3):
+            c = i % 3
+            ids = [rng.choice(range(10 + 10 * c, 20 + 10 * c)) for _ in range(rng.randint(2, 8))]
+            out.append(Example(ids, c, "", "toy"))
+        return out
+    return Corpus(["a", "b", "c"], split(n), split(8), split(8), {})
+
+
+@pytest.mark.parametrize("encoder", ["textcnn", "lstm", "mlp"])
+def test_each_classifier_learns_a_separable_corpus(encoder):
+    torch.manual_seed(0)
+    cfg = ClassifierConfig(encoder=encoder, vocab_size=50, dim=16, hidden=16, dropout=0.0, num_classes=3)
+    model = CategoryClassifier(cfg)
+    result = train_classifier(model, toy_corpus(), PretrainConfig(epochs=8, batch_size=8, lr=0.03, lr_embedding=0.03,
+                                                                  patience=8, show_progress=False), log=lambda *_: None)
+    assert result["test"]["accuracy"] >= 0.9, result["history"]
+    assert len(result["test"]["confusion_matrix"]) == 3
+
+
+def pipeline_cfg(tmp_path, data_dir, tok_dir, **train):
+    mapping = tmp_path / "mapping.yaml"
+    mapping.write_text(yaml.safe_dump(mapping_dict()))
+    cfg = json.loads(json.dumps(DEFAULTS))
+    cfg["plm"]["model_path"] = tok_dir
+    cfg["corpus"].update(mapping=str(mapping), max_length=16, min_tokens=2, max_per_category=20)
+    cfg["classifier"].update(encoder="textcnn", dim=32, hidden=8, embedding_init="random", dropout=0.0)
+    cfg["train"].update({"epochs": 2, "batch_size": 8, "lr": 0.01, "lr_embedding": 0.01, **train})
+    return cfg
+
+
+def test_exports_feed_pretrained_and_encoder_ipt(bert, tiny_dir, data_dir, hf_cache, tmp_path):
+    model, tok = bert
+    out = str(tmp_path / "exports" / "textcnn-tiny")
+    cfg = pipeline_cfg(tmp_path, data_dir, os.path.join(tiny_dir, "bert"))
+    metrics = run_pretraining(cfg, data_dir, out, show_progress=False, cache_dir=hf_cache, log=lambda *_: None)
+    files = set(os.listdir(out))
+    assert {"embedding.safetensors", "classifier.safetensors", "classifier.json", "metrics.json", "corpus.json",
+            "config.yaml", "DONE", "heldout_test.jsonl"} <= files
+    if importlib.util.find_spec("matplotlib"):
+        assert "confusion_matrix.png" in files
+    assert not os.path.exists(out + ".partial") and "train_state.pt" not in files
+    assert metrics["test"]["n"] == 6 and len(metrics["test"]["confusion_matrix"]) == 3
+
+    from safetensors import safe_open
+    from safetensors.torch import load_file
+    with safe_open(os.path.join(out, "embedding.safetensors"), framework="pt") as f:
+        table, meta = f.get_tensor("embedding"), f.metadata()
+    assert table.shape == (len(tok), 32) and int(meta["vocab_size"]) == len(tok)
+    assert meta["tokenizer_fingerprint"] == tokenizer_fingerprint(tok) and json.loads(meta["categories"])[0] == \
+        "Culture and the arts"
+    assert "accuracy" in json.loads(meta["metrics"])["test"]
+    clf = load_file(os.path.join(out, "classifier.safetensors"))
+    assert torch.equal(clf["embedding.weight"], table)
+
+    pretrained = InstanceWiseTemplate(model, tok, text=TEXT, strategy="pretrained", prompt_length=4,
+                                      pretrained_path=os.path.join(out, "embedding.safetensors"))
+    assert torch.equal(pretrained.generator.table.embedding.weight[: len(tok)], table)
+    encoder = InstanceWiseTemplate(model, tok, text=TEXT, strategy="encoder", prompt_length=4, encoder_hidden=8,
+                                   pretrained_path=os.path.join(out, "embedding.safetensors"), encoder_path=out)
+    for name, value in encoder.generator.encoder.body.state_dict().items():
+        assert torch.equal(value, clf["body." + name])
+    with pytest.raises(ValueError, match="hidden=8 encoder"):
+        InstanceWiseTemplate(model, tok, text=TEXT, strategy="encoder", prompt_length=4, encoder_hidden=16,
+                             encoder_path=out)
+
+    with pytest.raises(ValueError, match="already holds a finished export: pass --overwrite"):
+        run_pretraining(cfg, data_dir, out, show_progress=False, cache_dir=hf_cache, log=lambda *_: None)
+    run_pretraining(cfg, data_dir, out, overwrite=True, show_progress=False, cache_dir=hf_cache, log=lambda *_: None)
+    assert os.path.isfile(os.path.join(out, "DONE")) and not os.path.exists(out + ".old")
+
+
+def test_interrupted_run_resumes_or_refuses(tiny_dir, data_dir, hf_cache, tmp_path):
+    out = str(tmp_path / "exp")
+    cfg = pipeline_cfg(tmp_path, data_dir, os.path.join(tiny_dir, "bert"), epochs=3, patience=3)
+
+    def interrupt_after_epoch_1(line):
+        if str(line).startswith("epoch 1:"):
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run_pretraining(cfg, data_dir, out, show_progress=False, cache_dir=hf_cache, log=interrupt_after_epoch_1)
+    assert not os.path.exists(out) and os.path.isfile(os.path.join(out + ".partial", "train_state.pt"))
+    changed = json.loads(json.dumps(cfg))
+    changed["seed"] = 7
+    with pytest.raises(ValueError, match="interrupted run with a different configuration"):
+        run_pretraining(changed, data_dir, out, show_progress=False, cache_dir=hf_cache, log=lambda *_: None)
+    logs = []
+    metrics = run_pretraining(cfg, data_dir, out, show_progress=False, cache_dir=hf_cache, log=logs.append)
+    assert any("resumed after epoch 1" in str(line) for line in logs)
+    assert [r["epoch"] for r in metrics["history"]] == [1, 2, 3]
+    assert os.path.isfile(os.path.join(out, "DONE")) and not os.path.exists(out + ".partial")
+
+
+def test_table_for_another_tokenizer_is_refused(bert, plm, tmp_path):
+    model, tok = bert
+    path = str(tmp_path / "t.safetensors")
+    save_table(path, torch.randn(len(tok), 32), {"tokenizer": "some-other-bert", "tokenizer_fingerprint": "0" * 16})
+    with pytest.raises(ValueError, match="exported for tokenizer 'some-other-bert' .* different vocabulary"):
+        InstanceWiseTemplate(model, tok, text=TEXT, strategy="pretrained", prompt_length=4, pretrained_path=path)
+    save_table(path, torch.randn(len(tok), 32), {"tokenizer": "tiny", "tokenizer_fingerprint": tokenizer_fingerprint(tok)})
+    InstanceWiseTemplate(model, tok, text=TEXT, strategy="pretrained", prompt_length=4, pretrained_path=path)
+    other_model, other_tok = plm
+    if len(other_tok) != len(tok):  # the RoBERTa tokenizer: a vocab-size mismatch
+        with pytest.raises(ValueError, match="rows but this PLM/tokenizer has"):
+            InstanceWiseTemplate(other_model, other_tok, text=TEXT, strategy="pretrained", prompt_length=4,
+                                 pretrained_path=path)
+
+
+def load_cli():
+    path = os.path.join(os.path.dirname(__file__), "..", "experiments", "pretrain_categories.py")
+    spec = importlib.util.spec_from_file_location("pretrain_categories", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.parametrize("overrides,match", [
+    (["classifier.encoderr=lstm"], "unknown config key 'classifier.encoderr' (did you mean 'encoder'?)"),
+    (["classifier.encoder=transformer"], "unknown encoder 'transformer'"),
+    (["corpus.mapping=nope.yaml"], "corpus mapping 'nope.yaml' not found"),
+])
+def test_cli_bad_input_is_one_line_and_exit_2(tmp_path, capsys, overrides, match):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(yaml.safe_dump({"name": "x", "plm": {"model_path": str(tmp_path / "no-such-dir" / "tok")}}))
+    args = ["--config", str(cfg), "--output-dir", str(tmp_path / "o")] + sum((["--set", o] for o in overrides), [])
+    if "transformer" in overrides[0]:  # needs a real tokenizer to get that far: fails on the tokenizer path first
+        match = "tokenizer directory"
+    assert load_cli().main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and match in err and "\n" not in err
+
+
+def test_pretrain_yamls_load():
+    root = os.path.join(os.path.dirname(__file__), "..")
+    for enc in ("textcnn", "lstm", "mlp"):
+        cfg = load_pretrain_config(os.path.join(root, "yamls", f"pretrain_{enc}.yaml"))
+        assert cfg["classifier"]["encoder"] == enc and cfg["name"] == enc
+    with open(os.path.join(root, "yamls", "corpus_13cat.yaml")) as f:
+        mapping = parse_mapping(yaml.safe_load(f))
+    assert len(mapping.categories) == 13 and {s.name for s in mapping.sources} >= {"knowledge_cat", "wiki_vital"}
+
+
+def test_visualize_representations_and_silhouettes(bert):
+    from openprompt_ipt.pretraining.visualize import represent, silhouettes
+
+    model, tok = bert
+    rng = random.Random(0)
+    texts = [sentence(rng, t) for t in TOPICS for _ in range(8)]
+    labels = [t for t in TOPICS for _ in range(8)]
+    table = torch.randn(len(tok), 32) * 0.01
+    for topic, words in TOPICS.items():  # a table that separates the topics by construction
+        direction = torch.randn(32)
+        for w in words.split():
+            table[tok.convert_tokens_to_ids(w)] += direction
+    reps = represent(texts, tok, model.bert, table, prompt_length=4)
+    assert {k: v.shape for k, v in reps.items()} == {k: (24, 32) for k in ("plm_output", "plm_input", "prompt")}
+    scores, proj = silhouettes(reps, labels, perplexity=5)
+    assert proj["prompt"]["t-SNE"].shape == (24, 2)
+    assert scores["prompt"]["full_cosine"] > scores["plm_input"]["full_cosine"]
