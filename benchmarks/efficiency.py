@@ -1,0 +1,314 @@
+"""Training-step time, peak memory and inference speed per prompt method, in one process run.
+
+    python benchmarks/efficiency.py [--backbone minilm] [--batch-size 16] [--seq-len 128]
+                                    [--rounds 3] [--steps 5] [--output docs/PERFORMANCE.md]
+
+Every method trains on the same fixed batch (real CB text, truncated to exactly --seq-len tokens)
+with the same number of prompt positions (t = 20; IPT: 4 task + 16 instance). Methods are
+interleaved round by round so machine noise hits all of them alike; the step time is the median
+over all rounds. Peak memory: each method in a fresh subprocess (CPU: peak RSS; GPU: max
+allocated). PEFT's prompt tuning and prefix tuning (``pip install peft``) run as the peer, on the
+same backbone with the same SoftVerbalizer head.
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+import torch  # noqa: E402
+from torch import nn  # noqa: E402
+
+import openprompt_ipt  # noqa: E402,F401
+
+T = 20
+TEXT = '{"placeholder":"text_a"} Question: {"placeholder":"text_b"}? Answer: {"mask"}.'
+IW, GP = "instance_wise", "generated_prefix"
+M_IDPG = dict(depth="multi", layer="phm", hidden=16, phm_n=16, sharing="M", input_from="previous")
+
+# name -> (template, kwargs); "finetune" and "peft_*" are special-cased
+METHODS = {
+    "Fine-tuning": ("finetune", {}),
+    "Prompt Tuning": (IW, dict(strategy="none", task_prompt_length=T)),
+    "PT + Random IPT": (IW, dict(strategy="random", prompt_length=16, task_prompt_length=4)),
+    "PT + Pretrained IPT": (IW, dict(strategy="pretrained", prompt_length=16, task_prompt_length=4)),
+    "PT + Encoder IPT (CNN)": (IW, dict(strategy="encoder", encoder="textcnn", prompt_length=16, task_prompt_length=4)),
+    "PT + Encoder IPT (RNN)": (IW, dict(strategy="encoder", encoder="lstm", prompt_length=16, task_prompt_length=4)),
+    "PT + Encoder IPT (MLP)": (IW, dict(strategy="encoder", encoder="mlp", prompt_length=16, task_prompt_length=4)),
+    "Prefix Tuning": (GP, dict(generator="prefix", prefix=dict(reparameterize=True, reparam_hidden=128))),
+    "P-tuning v2": (GP, dict(generator="prefix")),
+    "Prefix + Random IPT": (GP, dict(generator="ipt_random", ipt=dict(task_length=4, instance_length=16))),
+    "S-IDPG-PHM": (GP, dict(generator="idpg", idpg=dict(depth="single", layer="phm", hidden=256, phm_n=16))),
+    "M-IDPG-PHM (cached [CLS])": (GP, dict(generator="idpg", injection="kv", idpg=dict(M_IDPG, cache=True))),
+    "M-IDPG-PHM (uncached [CLS])": (GP, dict(generator="idpg", injection="kv", idpg=dict(M_IDPG, cache=False))),
+    "M-IDPG-PHM (hidden injection)": (GP, dict(generator="idpg", injection="hidden", idpg=dict(M_IDPG, cache=True))),
+    "M-IDPG-PHM (static_mean)": (GP, dict(generator="idpg", injection="kv",
+                                          idpg=dict(M_IDPG, encoder="static_mean"))),
+    "M-IDPG-PHM-GloVe": (GP, dict(generator="idpg", injection="kv",
+                                  idpg=dict(M_IDPG, encoder="glove", phm_n=2, input_from="layer0"))),
+    "PEFT prompt tuning": ("peft_prompt", {}),
+    "PEFT prefix tuning": ("peft_prefix", {}),
+}
+
+
+class PeftClassifier(nn.Module):
+    """PEFT on the encoder + the same SoftVerbalizer head as ours, read at the mask position."""
+
+    def __init__(self, peft_model, verbalizer, shift: int):
+        super().__init__()
+        self.peft_model, self.verbalizer, self.shift = peft_model, verbalizer, shift
+
+    def forward(self, batch):
+        hidden = self.peft_model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"])[0]
+        hidden = hidden[:, self.shift:]  # prompt tuning prepends its virtual tokens
+        at_mask = hidden[batch["loss_ids"] > 0]
+        return self.verbalizer.process_hiddens(at_mask)
+
+
+def table_file(tokenizer, dim: int) -> str:
+    """An exported table if the pretraining ran, else a same-shaped one (timing does not care)."""
+    exported = os.path.join("exports", "textcnn-minilm", "embedding.safetensors")
+    if os.path.isfile(exported):
+        return exported
+    from openprompt_ipt.generators.vocab_table import save_table, tokenizer_fingerprint
+    path = os.path.join(tempfile.mkdtemp(), "embedding.safetensors")
+    save_table(path, torch.randn(len(tokenizer), dim) * 0.02,
+               {"tokenizer": "benchmark", "tokenizer_fingerprint": tokenizer_fingerprint(tokenizer)})
+    return path
+
+
+def build(name, model, tokenizer, num_classes=3):
+    from openprompt import PromptForClassification
+    from openprompt.prompts import SoftVerbalizer
+
+    kind, kwargs = METHODS[name]
+    words = [["yes"], ["no"], ["maybe"]][:num_classes]
+    kwargs = copy.deepcopy(kwargs)
+    if kind.startswith("peft_"):
+        from peft import PrefixTuningConfig, PromptTuningConfig, TaskType, get_peft_model
+        verbalizer = SoftVerbalizer(tokenizer, model, num_classes=num_classes, label_words=words)
+        cfg = (PromptTuningConfig if kind == "peft_prompt" else PrefixTuningConfig)(
+            task_type=TaskType.FEATURE_EXTRACTION, num_virtual_tokens=T)
+        peft_model = get_peft_model(model.base_model, cfg)
+        return PeftClassifier(peft_model, verbalizer, T if kind == "peft_prompt" else 0), IW
+    if kind == "finetune":
+        model = copy.deepcopy(model)
+        from openprompt_ipt import InstanceWiseTemplate
+        template = InstanceWiseTemplate(model, tokenizer, text=TEXT, strategy="none")
+        verbalizer = SoftVerbalizer(tokenizer, model, num_classes=num_classes, label_words=words)
+        return PromptForClassification(model, template, verbalizer, freeze_plm=False), IW
+    from openprompt.prompts import TEMPLATE_CLASS
+    if kwargs.get("strategy") == "pretrained":
+        kwargs["pretrained_path"] = table_file(tokenizer, model.config.hidden_size)
+    if kind == GP:
+        kwargs["prompt_length"] = T
+    template = TEMPLATE_CLASS[kind](model, tokenizer, text=TEXT, **kwargs)
+    verbalizer = SoftVerbalizer(tokenizer, model, num_classes=num_classes, label_words=words)
+    return PromptForClassification(model, template, verbalizer, freeze_plm=True, plm_eval_mode=True), kind
+
+
+def fixed_batch(method_model, tokenizer, wrapper_class, examples, batch_size, seq_len):
+    from openprompt_ipt.data import collate, encode_examples
+    # the PEFT peer reads plain token ids: it gets the prompt-free template's batch
+    template = method_model.template if hasattr(method_model, "template") else fixed_batch.plain
+    wrapper = wrapper_class(max_seq_length=seq_len, tokenizer=tokenizer, truncate_method="balanced")
+    feats = encode_examples(examples[:batch_size], template, wrapper)
+    return collate(feats, tokenizer.pad_token_id or 0)
+
+
+def long_examples(root, n):
+    """CB examples whose premise is long enough that every row fills --seq-len exactly."""
+    from openprompt.data_utils import InputExample
+    from openprompt_ipt.data import load_pair_task
+    try:
+        rows = load_pair_task("cb", os.path.join(root, "superglue", "CB"), "train")
+    except Exception:  # no data root: synthetic text
+        rows = [InputExample(text_a="the cat sat on the mat " * 5, text_b="is it good", label=i % 3) for i in range(n)]
+    premise = " ".join(r.text_a for r in rows[:40])
+    return [InputExample(guid=str(i), text_a=premise, text_b=rows[i % len(rows)].text_b, label=rows[i % len(rows)].label)
+            for i in range(n)]
+
+
+def optimizers_for(model, kind):
+    from openprompt_ipt.training.optim import build_optimizers
+    if isinstance(model, PeftClassifier):
+        return [torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-3)]
+    return build_optimizers(model, 1e-3, 1e-3, 1e-5)
+
+
+def step_fn(model, optimizers, batch, labels):
+    def step():
+        loss = nn.functional.cross_entropy(model(dict(batch)), labels)  # templates replace keys of the batch
+        loss.backward()
+        for opt in optimizers:
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+    return step
+
+
+def sync(device):
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def setup(args):
+    from openprompt_ipt.plm import load_backbone, skip_mlm_head
+    if args.backbone.startswith("random:"):
+        from openprompt.plms.mlm import MLMTokenizerWrapper
+        from openprompt_ipt.shapes import random_masked_lm
+        model, tokenizer = random_masked_lm(args.backbone.split(":", 1)[1])
+        wrapper_class = MLMTokenizerWrapper
+    else:
+        model, tokenizer, wrapper_class = load_backbone(args.backbone)
+    return model, tokenizer, wrapper_class, skip_mlm_head
+
+
+def prepare(args, names):
+    """Build every method on one backbone (heads copied before the vocab head is skipped)."""
+    device = torch.device(args.device)
+    model, tokenizer, wrapper_class, skip_mlm_head = setup(args)
+    examples = long_examples(args.data_root, args.batch_size)
+    from openprompt_ipt import InstanceWiseTemplate
+    fixed_batch.plain = InstanceWiseTemplate(model, tokenizer, text=TEXT, strategy="none")
+    built = {}
+    for name in names:
+        m, kind = build(name, model, tokenizer)
+        built[name] = m
+    if not args.keep_mlm_head:
+        skip_mlm_head(model)
+        for m in built.values():
+            if hasattr(m, "plm") and m.plm is not model:  # the fine-tuning copy
+                skip_mlm_head(m.plm)
+    runs = {}
+    for name, m in built.items():
+        m.to(device).train()
+        batch = {k: v.to(device) if torch.is_tensor(v) else v
+                 for k, v in fixed_batch(m, tokenizer, wrapper_class, examples, args.batch_size, args.seq_len).items()}
+        runs[name] = (m, batch, optimizers_for(m, name))
+    return runs, model, device
+
+
+def trainable(m):
+    if hasattr(m, "template"):
+        from openprompt_ipt.training.optim import split_counts
+        p, h, plm = split_counts(m)
+        return p + plm
+    return sum(p.numel() for p in m.peft_model.parameters() if p.requires_grad)
+
+
+def measure_memory(args, name) -> float:
+    """Peak memory (MB) of building + training ``name`` alone, in a fresh process."""
+    cmd = [sys.executable, os.path.abspath(__file__), "--memory-of", name, "--backbone", args.backbone,
+           "--batch-size", str(args.batch_size), "--seq-len", str(args.seq_len), "--device", args.device,
+           "--data-root", args.data_root]
+    out = subprocess.run(cmd, capture_output=True, text=True)
+    if out.returncode != 0:
+        return float("nan")
+    return float(out.stdout.strip().splitlines()[-1])
+
+
+def memory_only(args) -> None:
+    import resource
+    runs, _, device = prepare(args, [args.memory_of])
+    m, batch, opts = runs[args.memory_of]
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+    step = step_fn(m, opts, batch, batch["label"])
+    for _ in range(3):
+        step()
+    sync(device)
+    if device.type == "cuda":
+        print(torch.cuda.max_memory_allocated() / 2 ** 20)
+    else:
+        print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--backbone", default="minilm", help="minilm, a hub name / local dir, or random:roberta-large")
+    p.add_argument("--batch-size", type=int, default=16)
+    p.add_argument("--seq-len", type=int, default=128)
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--steps", type=int, default=5, help="timed steps per method per round")
+    p.add_argument("--methods", default=None, help="comma-separated subset of: " + ", ".join(METHODS))
+    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    p.add_argument("--data-root", default=os.environ.get("IPT_ASSETS", os.path.join("..", "shared", "assets")))
+    p.add_argument("--no-memory", action="store_true", help="skip the per-method memory subprocesses")
+    p.add_argument("--keep-mlm-head", action="store_true", help="compute the unused vocabulary head (for comparison)")
+    p.add_argument("--output", default=None, help="write the markdown report here")
+    p.add_argument("--memory-of", default=None, help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.memory_of:
+        memory_only(args)
+        return 0
+    names = [n.strip() for n in args.methods.split(",")] if args.methods else list(METHODS)
+    unknown = [n for n in names if n not in METHODS]
+    if unknown:
+        raise SystemExit(f"error: unknown method(s) {unknown}: choose from {list(METHODS)}")
+    try:
+        import peft  # noqa: F401
+    except ImportError:
+        print("peft not installed (pip install peft): the PEFT peer rows are skipped")
+        names = [n for n in names if not METHODS[n][0].startswith("peft_")]
+    torch.manual_seed(0)
+    runs, model, device = prepare(args, names)
+    times = {n: [] for n in names}
+    from tqdm.auto import tqdm
+    for _ in tqdm(range(args.rounds), desc="rounds"):
+        for name in names:  # interleaved: noise hits every method alike
+            m, batch, opts = runs[name]
+            step = step_fn(m, opts, batch, batch["label"])
+            step()  # warm-up (and, for cached [CLS], the one PLM pass that fills the cache)
+            for _ in range(args.steps):
+                sync(device)
+                t0 = time.perf_counter()
+                step()
+                sync(device)
+                times[name].append(time.perf_counter() - t0)
+    infer = {}
+    with torch.no_grad():
+        for name in names:
+            m, batch, _ = runs[name]
+            m.eval()
+            m(dict(batch))
+            sync(device)
+            t0 = time.perf_counter()
+            for _ in range(args.steps):
+                m(dict(batch))
+            sync(device)
+            infer[name] = args.batch_size * args.steps / (time.perf_counter() - t0)
+    memory = {n: (float("nan") if args.no_memory else measure_memory(args, n)) for n in names}
+    med = {n: statistics.median(v) for n, v in times.items()}
+    base = med.get("Prompt Tuning")
+    base_mem = memory.get("Prompt Tuning")
+    unit = "max allocated MB" if device.type == "cuda" else "peak RSS MB"
+    lines = [f"backbone `{args.backbone}`, device {device}, batch {args.batch_size} x {args.seq_len} tokens, "
+             f"{T} prompt positions, {args.rounds} rounds x {args.steps} steps (median), torch threads "
+             f"{torch.get_num_threads()}", "",
+             f"| method | trainable | step ms | × PT | {unit} | × PT mem | inference ex/s |",
+             "|---|---:|---:|---:|---:|---:|---:|"]
+    for n in names:
+        ratio = f"{med[n] / base:.2f}" if base else "-"
+        mratio = f"{memory[n] / base_mem:.2f}" if base_mem and memory[n] == memory[n] else "-"
+        lines.append(f"| {n} | {trainable(runs[n][0]):,} | {med[n] * 1000:.0f} | {ratio} | {memory[n]:.0f} | "
+                     f"{mratio} | {infer[n]:.1f} |")
+    text = "\n".join(lines)
+    print(text)
+    if args.output:
+        with open(args.output, "w") as f:
+            f.write(text + "\n")
+        with open(os.path.splitext(args.output)[0] + ".json", "w") as f:
+            json.dump({"args": vars(args), "step_seconds": times, "inference_ex_s": infer, "memory": memory}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
