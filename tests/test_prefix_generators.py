@@ -175,3 +175,15 @@ def test_glove_from_the_pip_package(bert):
     cat = tok.convert_tokens_to_ids("cat")
     assert enc.known[cat] and enc.table[cat].abs().sum() > 0
     pm(batch_for(pm, tok, examples())).sum().backward()
+
+
+def test_ipt_pretrained_prefix_refuses_a_table_of_another_vocabulary(plm, tmp_path):
+    from openprompt_ipt.generators import save_table, tokenizer_fingerprint
+
+    model, tok = plm
+    path = str(tmp_path / "embedding.safetensors")
+    save_table(path, torch.randn(len(tok), 8), {"tokenizer": "other", "tokenizer_fingerprint": "0" * 16})
+    with pytest.raises(ValueError, match="different vocabulary"):
+        build_prefix(model, tok, generator="ipt_pretrained", ipt={"pretrained_path": path})
+    save_table(path, torch.randn(len(tok), 8), {"tokenizer": "same", "tokenizer_fingerprint": tokenizer_fingerprint(tok)})
+    build_prefix(model, tok, generator="ipt_pretrained", ipt={"pretrained_path": path})

@@ -67,9 +67,11 @@ class IPTPrefixGenerator(LayerPromptGenerator):
                                        encoder_hidden=config.encoder_hidden,
                                        sequence_utilization_rate=config.sequence_utilization_rate,
                                        max_source_tokens=config.max_source_tokens,
-                                       encoder_dropout=config.encoder_dropout, encoder_path=config.encoder_path)
+                                       encoder_dropout=config.encoder_dropout, encoder_path=config.encoder_path,
+                                       tokenizer=ctx.tokenizer)
         elif self.strategy == "pretrained":
             self.instance = PretrainedIPT(pretrained_path=config.pretrained_path, tokenizer_vocab=len(ctx.tokenizer),
+                                          tokenizer=ctx.tokenizer,
                                           vocab_rows=config.vocab_rows, init_std=std, sparse=config.sparse, **common)
         else:
             self.instance = RandomIPT(table_dim=config.table_dim, vocab_rows=config.vocab_rows, init_std=std,
