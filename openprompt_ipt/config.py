@@ -25,7 +25,7 @@ DEFAULTS: Dict = {
               "max_grad_norm": 1.0, "metric": "accuracy", "device": "auto", "vocab_rows": "all"},
     "test": {"batch_size": 32},
     # data protocol (docs/protocols.md): full | few_shot (IPT §5.1) | low_resource (IDPG §4.4)
-    "protocol": {"name": "full", "k": None, "dev_k": None, "cv_folds": 4, "train_source": None, "dev_size": 1000},
+    "protocol": {"name": "full", "k": None, "k_per": "label", "dev_k": None, "cv_folds": 4, "train_source": None, "dev_size": 1000},
     # held_out: select on dev, report on a split not used for selection. on_eval_set: the authors'
     # notebook protocol (best-on-val checkpoint's val score reported) - never the default, always labelled
     "selection": "held_out",
@@ -167,6 +167,8 @@ def check_protocol(config: Dict) -> None:
     if proto["name"] == "few_shot":
         if proto["dev_k"] is not None and (not isinstance(proto["dev_k"], int) or proto["dev_k"] < 1):
             raise ValueError(f"protocol.dev_k must be a positive integer (got {proto['dev_k']!r})")
+        if proto["k_per"] not in ("label", "total"):
+            raise ValueError(f"protocol.k_per must be 'label' or 'total' (got {proto['k_per']!r})")
         folds = proto["cv_folds"]
         if not isinstance(folds, int) or folds < 2:
             raise ValueError(f"protocol.cv_folds must be an integer >= 2 (got {folds!r})")

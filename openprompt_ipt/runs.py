@@ -41,7 +41,8 @@ def protocol_label(cfg: Dict) -> str:
     proto = cfg["protocol"]
     if proto["name"] == "few_shot":
         src = f", train={proto['train_source']}" if proto.get("train_source") else ""
-        return f"few_shot K={proto['k']}{src}"
+        per = " total" if proto.get("k_per") == "total" else "/label"
+        return f"few_shot K={proto['k']}{per}{src}"
     if proto["name"] == "low_resource":
         return f"low_resource K={proto['k']}"
     return "full"

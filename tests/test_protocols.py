@@ -54,6 +54,15 @@ def test_few_shot_with_fewglue_train_samples_dev_from_the_rest():
     assert exs[0].text_a not in [e.text_a for e in dev]
 
 
+def test_few_shot_k_in_total_is_balanced_as_far_as_labels_allow():
+    exs = pool(30, 2) + [InputExample(guid=f"n{i}", text_a=f"n {i}", label=2) for i in range(5)]  # CB-like rare label
+    train, dev = few_shot_splits(exs, 12, 12, seed=0, per="total")
+    assert len(train) == len(dev) == 12 and not set(guids(train)) & set(guids(dev))
+    counts = [sum(e.label == lab for e in train + dev) for lab in range(3)]
+    assert counts[2] == 5 and abs(counts[0] - counts[1]) <= 1
+    assert guids(few_shot_splits(exs, 12, 12, seed=0, per="total")[0]) == guids(train)
+
+
 def test_cv_folds_are_disjoint_cover_and_stratified():
     exs = pool(8, 2)
     folds = cv_folds(exs, 4, seed=3)
@@ -140,7 +149,7 @@ def test_few_shot_sweep_uses_cv_then_trains_on_k_and_early_stops_on_k(tmp_path):
     per_seed = [c for c in calls if c[0] == 1]
     assert len(per_seed) == 9 and all(c[2:5] == (18, 6, 6) for c in per_seed[:8])
     assert per_seed[8][1] == 0.01 and per_seed[8][2:5] == (12, 12, 9)
-    assert summary["protocol"] == "few_shot K=4" and summary["per_seed"][0]["selected_point"] == {"train.lr_prompt": 0.01}
+    assert summary["protocol"] == "few_shot K=4/label" and summary["per_seed"][0]["selected_point"] == {"train.lr_prompt": 0.01}
     assert summary["test"]["accuracy"]["n"] == 2
     top = tmp_path / "runs" / "fs"
     assert (top / "summary.json").exists() and (top / "seed1" / "cv" / "lr_prompt=0.1" / "fold3").is_dir()
@@ -227,3 +236,36 @@ def test_cli_bad_input_is_one_line(tmp_path, capsys):
     assert not (tmp_path / "runs").exists()
     assert cli("aggregate")([str(tmp_path / "nope*")]) == 2
     assert capsys.readouterr().err == f"error: no run directory matches '{tmp_path / 'nope*'}'\n"
+
+
+def test_end_to_end_few_shot_two_seeds_on_tiny_bert(bert, tmp_path):
+    """Real training (1 epoch) through run_experiment: two seeds, few-shot K=2 per label, summary + aggregate."""
+    model, tok = bert
+    backbone = str(tmp_path / "tiny-bert")
+    model.save_pretrained(backbone)
+    tok.save_pretrained(backbone)
+    write_cb(str(tmp_path / "CB"), n_train=15, n_val=6)
+    cfg = load_config(yaml_config(tmp_path, f"""protocol:
+  name: few_shot
+  k: 2
+plm:
+  model_path: {backbone}
+  max_seq_length: 64
+template: instance_wise
+instance_wise:
+  text: '{{"placeholder":"text_a"}} question: {{"placeholder":"text_b"}} ? {{"mask"}} .'
+  strategy: random
+  prompt_length: 2
+soft_verbalizer:
+  label_words: [["yes"], ["no"], ["maybe"]]
+train:
+  epochs: 1
+  batch_size: 4
+  device: cpu
+"""))
+    summary = run_seeds(cfg, "tiny_fs", str(tmp_path / "runs"), [1, 2], str(tmp_path), show_progress=False)
+    assert summary["test"]["accuracy"]["n"] == 2 and summary["protocol"] == "few_shot K=2/label"
+    seed1 = json.loads((tmp_path / "runs" / "tiny_fs" / "seed1" / "metrics.json").read_text())
+    assert seed1["sizes"] == {"train": 6, "dev": 6, "test": 6} and seed1["test_split"] == "official val"
+    md = aggregate([str(tmp_path / "runs" / "tiny_fs")])["results.md"]
+    assert "| random [few_shot K=2/label] |" in md and "(n=2)" in md

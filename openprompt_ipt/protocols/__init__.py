@@ -67,7 +67,8 @@ def make_splits(cfg: Dict, root: str) -> Splits:
             k = proto["k"]
             dev_k = proto["dev_k"] or k
             source = load_fewglue(cfg, root) if proto["train_source"] else None
-            train, dev = few_shot_splits(pool, k, dev_k, seed, labels, train_source=source)
+            train, dev = few_shot_splits(pool, k, dev_k, seed, labels, train_source=source,
+                                         per=proto["k_per"])
         else:
             train, dev = low_resource_splits(pool, int(proto["k"]), int(proto["dev_size"]), seed)
     if cfg["selection"] == "on_eval_set":

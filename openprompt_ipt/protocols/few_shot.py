@@ -41,15 +41,59 @@ def sample_per_label(examples: Sequence, k: int, seed: int, labels: Sequence | N
     return chosen, sorted(rest, key=_key)
 
 
+def balanced_quotas(counts: Dict, total: int) -> Dict:
+    """Per-label counts summing to ``total``, as equal as the labels' sizes allow (water-filling;
+    leftovers go to the labels in sorted order)."""
+    if total > sum(counts.values()):
+        raise ValueError(f"protocol.k: {total} examples needed but the training data has {sum(counts.values())}")
+    quota = {label: 0 for label in counts}
+    left = total
+    while left:
+        open_labels = sorted((lab for lab in counts if quota[lab] < counts[lab]), key=str)
+        share = max(1, left // len(open_labels))
+        for lab in open_labels:
+            take = min(share, counts[lab] - quota[lab], left)
+            quota[lab] += take
+            left -= take
+            if not left:
+                break
+    return quota
+
+
+def sample_total(examples: Sequence, k: int, dev_k: int, seed: int) -> Tuple[List, List]:
+    """(train, dev) of K and dev_k examples in total, balanced across labels as far as they allow
+    (IPT appendix A.3: "32 samples ... keep the samples across labels balanced"; CB has 16 neutral)."""
+    groups = by_label(examples)
+    both = balanced_quotas({lab: len(g) for lab, g in groups.items()}, k + dev_k)
+    train_q = balanced_quotas(both, k)
+    rng = random.Random(seed)
+    train, dev = [], []
+    for label in sorted(groups, key=str):
+        group = sorted(groups[label], key=_key)
+        rng.shuffle(group)
+        train += group[:train_q[label]]
+        dev += group[train_q[label]:both[label]]
+    rng.shuffle(train)
+    rng.shuffle(dev)
+    return train, dev
+
+
 def few_shot_splits(pool: Sequence, k: int, dev_k: int, seed: int, labels: Sequence | None = None,
-                    train_source: Sequence | None = None) -> Tuple[List, List]:
-    """(train, dev), disjoint: K per label each from ``pool`` (the original train); with
-    ``train_source`` (FewGLUE's 32 examples) that is train and dev is sampled from the rest of ``pool``."""
+                    train_source: Sequence | None = None, per: str = "label") -> Tuple[List, List]:
+    """(train, dev), disjoint: K per label each from ``pool`` (the original train), or with
+    ``per="total"`` K in total, balanced as far as the labels allow; with ``train_source``
+    (FewGLUE's 32 examples) that is train and dev is sampled from the rest of ``pool``."""
+    if per not in ("label", "total"):
+        raise ValueError(f"protocol.k_per must be 'label' or 'total', got {per!r}")
     if train_source is not None:
         seen = {(ex.text_a, ex.text_b) for ex in train_source}
         rest = [ex for ex in pool if (ex.text_a, ex.text_b) not in seen]
+        if per == "total":
+            return list(train_source), sample_total(rest, 0, dev_k, seed)[1]
         dev, _ = sample_per_label(rest, dev_k, seed, labels, what="train (minus the FewGLUE examples)")
         return list(train_source), dev
+    if per == "total":
+        return sample_total(pool, k, dev_k, seed)
     sample_per_label(pool, k, seed, labels, need=k + dev_k)  # one clear error before sampling
     train, rest = sample_per_label(pool, k, seed, labels)
     dev, _ = sample_per_label(rest, dev_k, seed + 1, labels)
