@@ -83,8 +83,12 @@ def run_one_seed(cfg: Dict, name: str, splits: Splits, seed_dir: Optional[str], 
             pcfg = apply_point(cfg, point)
             scores = []
             for i, (tr, held) in enumerate(folds):
-                r = train_fn(pcfg, Splits(tr, held, held, splits.labels), sub("cv", point_name(point), f"fold{i}"), False)
+                fold_dir = sub("cv", point_name(point), f"fold{i}")
+                r = train_fn(pcfg, Splits(tr, held, held, splits.labels), fold_dir, False)
                 scores.append(r["best_dev"][metric])
+                if fold_dir:  # a fold's "test" is its held-out part: never a seed-level result
+                    write_json(os.path.join(fold_dir, "metrics.json"),
+                               {**_label(r, pcfg, name, "cv_fold"), "sweep_point": point, "fold": i})
             row = {"level": "cv_point", "config_name": name, "seed": cfg["seed"], "sweep_point": point,
                    "score": mean_std(scores)["mean"], "cv": {"metric": metric, "folds": scores, **mean_std(scores)}}
             if seed_dir:

@@ -155,6 +155,9 @@ def test_few_shot_sweep_uses_cv_then_trains_on_k_and_early_stops_on_k(tmp_path):
     assert (top / "summary.json").exists() and (top / "seed1" / "cv" / "lr_prompt=0.1" / "fold3").is_dir()
     seed1 = json.loads((top / "seed1" / "metrics.json").read_text())
     assert seed1["level"] == "seed" and seed1["selection"] == "held_out" and len(seed1["sweep"]) == 2
+    fold = json.loads((top / "seed1" / "cv" / "lr_prompt=0.1" / "fold0" / "metrics.json").read_text())
+    assert fold["level"] == "cv_fold"
+    assert "(n=2)" in aggregate([str(top)])["results.md"]  # folds are not counted as seeds
 
 
 def test_full_sweep_best_on_dev_per_seed_and_on_eval_set_is_labelled(tmp_path):
