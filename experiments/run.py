@@ -1,4 +1,7 @@
-"""Train and evaluate one configuration: ``python experiments/run.py --config yamls/cb_random_ipt.yaml``."""
+"""Train and evaluate one configuration: ``python experiments/run.py --config yamls/cb_random_ipt.yaml``.
+
+``--seeds 1,2,3,4,5`` runs each seed and reports mean ± std; a ``sweep:`` section picks the best point
+per seed on dev; ``protocol:`` chooses full / few_shot / low_resource data (docs/protocols.md)."""
 from __future__ import annotations
 
 import argparse
@@ -8,7 +11,18 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 from openprompt_ipt.config import load_config  # noqa: E402
-from openprompt_ipt.experiment import format_result, run_experiment  # noqa: E402
+from openprompt_ipt.experiment import format_result  # noqa: E402
+from openprompt_ipt.runs import format_summary, run_seeds  # noqa: E402
+
+
+def parse_seeds(text):
+    try:
+        seeds = [int(s) for s in text.split(",") if s.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--seeds must be comma-separated integers, got '{text}'")
+    if not seeds:
+        raise argparse.ArgumentTypeError("--seeds lists no seed")
+    return seeds
 
 
 def main(argv=None) -> int:
@@ -17,22 +31,29 @@ def main(argv=None) -> int:
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE",
                    help="override a config value, e.g. --set train.epochs=5 (repeatable)")
     p.add_argument("--data-root", default=None, help="folder holding superglue/CB etc. (default: $IPT_ASSETS or ../shared/assets)")
-    p.add_argument("--output-dir", default=None, help="run directory (default: runs/<config name>/seed<seed>)")
+    p.add_argument("--output-dir", default=None,
+                   help="runs folder: <dir>/<config name>/seed<k>/ (default: output_dir of the config, else runs)")
+    p.add_argument("--seeds", type=parse_seeds, default=None, metavar="1,2,3",
+                   help="run each seed and report mean ± std (default: the config's seed)")
     p.add_argument("--quiet", action="store_true", help="no progress bars or per-epoch lines")
     args = p.parse_args(argv)
     try:
         cfg = load_config(args.config, args.overrides)
     except (KeyError, ValueError, FileNotFoundError) as e:
-        p.error(str(e).strip("'\""))
-    name = os.path.splitext(os.path.basename(args.config))[0]
-    out = args.output_dir or cfg.get("output_dir") or os.path.join("runs", name, f"seed{cfg['seed']}")
-    try:
-        result = run_experiment(cfg, args.data_root, out, show_progress=not args.quiet)
-    except (ValueError, FileNotFoundError, KeyError, ImportError) as e:
-        print(f"error: {str(e).strip(chr(39) + chr(34))}", file=sys.stderr)
+        print(f"error: {e.args[0] if isinstance(e, KeyError) and e.args else e}", file=sys.stderr)
         return 2
-    print(format_result(result))
-    print(f"run directory: {out}")
+    name = os.path.splitext(os.path.basename(args.config))[0]
+    out = args.output_dir or cfg.get("output_dir") or "runs"
+    try:
+        summary = run_seeds(cfg, name, out, args.seeds, args.data_root, show_progress=not args.quiet)
+    except (ValueError, FileNotFoundError, KeyError, ImportError) as e:
+        print(f"error: {e.args[0] if isinstance(e, KeyError) and e.args else e}", file=sys.stderr)
+        return 2
+    if len(summary["results"]) == 1 and not cfg["sweep"]:
+        print(format_result(summary["results"][0]))
+    else:
+        print(format_summary(summary))
+    print(f"run directory: {os.path.join(out, name)}")
     return 0
 
 

@@ -24,7 +24,15 @@ DEFAULTS: Dict = {
               "weight_decay": 0.0, "warmup_steps": 0, "warmup_ratio": 0.06, "gradient_accumulation_steps": 1,
               "max_grad_norm": 1.0, "metric": "accuracy", "device": "auto", "vocab_rows": "all"},
     "test": {"batch_size": 32},
+    # data protocol (docs/protocols.md): full | few_shot (IPT §5.1) | low_resource (IDPG §4.4)
+    "protocol": {"name": "full", "k": None, "k_per": "label", "dev_k": None, "cv_folds": 4, "train_source": None, "dev_size": 1000},
+    # held_out: select on dev, report on a split not used for selection. on_eval_set: the authors'
+    # notebook protocol (best-on-val checkpoint's val score reported) - never the default, always labelled
+    "selection": "held_out",
+    "sweep": {},  # grid: {"section.key": [values, ...]}; best point on dev (few-shot: k-fold CV) per seed
 }
+PROTOCOLS = ("full", "few_shot", "low_resource")
+SELECTIONS = ("held_out", "on_eval_set")
 FREE_SECTIONS = {"template", "verbalizer"}  # their values name the section holding the class arguments
 
 
@@ -75,10 +83,99 @@ def load_config(path: str, overrides: Iterable[str] = ()) -> Dict:
     template_name = raw.get("template", DEFAULTS["template"])
     verbalizer_name = raw.get("verbalizer", DEFAULTS["verbalizer"])
     sections = {template_name: raw.get(template_name, {}), verbalizer_name: raw.get(verbalizer_name, {})}
+    sweep = flatten_sweep(raw.pop("sweep", None) or {})
     config = _merge(DEFAULTS, raw, "", sections)
     _check_class_section(config, "template", template_name)
     _check_class_section(config, "verbalizer", verbalizer_name)
+    check_protocol(config)
+    check_sweep(config, sweep)
+    config["sweep"] = sweep
     return config
+
+
+def flatten_sweep(sweep, prefix: str = "") -> Dict[str, list]:
+    """``{"train": {"lr_prompt": [..]}}`` or ``{"train.lr_prompt": [..]}`` -> ``{"train.lr_prompt": [..]}``."""
+    if not isinstance(sweep, dict):
+        raise ValueError(f"sweep must map section.key to a list of values, got {sweep!r}")
+    flat: Dict[str, list] = {}
+    for key, value in sweep.items():
+        path = f"{prefix}{key}"
+        if isinstance(value, dict):
+            flat.update(flatten_sweep(value, path + "."))
+        else:
+            flat[path] = value
+    return flat
+
+
+def _all_keys(config: Dict, prefix: str = "") -> List[str]:
+    keys = []
+    for key, value in config.items():
+        if key == "sweep":
+            continue
+        keys.append(prefix + key)
+        if isinstance(value, dict):
+            keys += _all_keys(value, prefix + key + ".")
+    return keys
+
+
+NOT_SWEEPABLE = ("sweep", "template", "verbalizer", "protocol", "selection", "seed", "output_dir")
+
+
+def check_sweep(config: Dict, sweep: Dict[str, list]) -> None:
+    """Every sweep key must name a config value (nearest-key hint) and list at least one value."""
+    import openprompt_ipt  # noqa: F401  (registers our templates)
+    from openprompt.prompts import TEMPLATE_CLASS, VERBALIZER_CLASS
+
+    template, verbalizer = config["template"], config["verbalizer"]
+    class_keys = {template: class_arguments(TEMPLATE_CLASS[template]),
+                  verbalizer: class_arguments(VERBALIZER_CLASS[verbalizer])}
+    for key, values in sweep.items():
+        parts = key.split(".")
+        if parts[0] in NOT_SWEEPABLE:
+            raise KeyError(f"sweep key '{key}' cannot be swept: sweep values inside dataset/plm/train/test or the "
+                           f"{template}/{verbalizer} sections (protocol, seeds and method are separate runs)")
+        if not isinstance(values, (list, tuple)) or len(values) == 0:
+            raise ValueError(f"sweep '{key}' has no values: give a non-empty list, e.g. {key}: [a, b]")
+        if parts[0] in class_keys and len(parts) == 2:
+            ok = parts[1] in class_keys[parts[0]]
+        else:  # a value present in the merged config (nested generator sections: the parent must be set)
+            node, ok = config, True
+            for part in parts:
+                if not isinstance(node, dict) or part not in node:
+                    ok = False
+                    break
+                node = node[part]
+            ok = ok and len(parts) > 1 and not isinstance(node, dict)
+        if not ok:
+            valid = [k for k in _all_keys(config) if "." in k and k.split(".")[0] not in NOT_SWEEPABLE]
+            valid += [f"{sec}.{arg}" for sec, args in class_keys.items() for arg in args]
+            raise KeyError(f"unknown sweep key '{key}'{_nearest(key, valid)}")
+
+
+def check_protocol(config: Dict) -> None:
+    proto = config["protocol"]
+    if proto["name"] not in PROTOCOLS:
+        raise ValueError(f"unknown protocol '{proto['name']}'{_nearest(str(proto['name']), PROTOCOLS)}: "
+                         f"valid names are {list(PROTOCOLS)}")
+    if config["selection"] not in SELECTIONS:
+        raise ValueError(f"unknown selection '{config['selection']}'{_nearest(str(config['selection']), SELECTIONS)}: "
+                         f"valid values are {list(SELECTIONS)}")
+    if proto["name"] in ("few_shot", "low_resource"):
+        k = proto["k"]
+        if not isinstance(k, int) or isinstance(k, bool) or k < 1:
+            raise ValueError(f"protocol '{proto['name']}' needs protocol.k, a positive integer (got {k!r})")
+    if proto["name"] == "few_shot":
+        if proto["dev_k"] is not None and (not isinstance(proto["dev_k"], int) or proto["dev_k"] < 1):
+            raise ValueError(f"protocol.dev_k must be a positive integer (got {proto['dev_k']!r})")
+        if proto["k_per"] not in ("label", "total"):
+            raise ValueError(f"protocol.k_per must be 'label' or 'total' (got {proto['k_per']!r})")
+        folds = proto["cv_folds"]
+        if not isinstance(folds, int) or folds < 2:
+            raise ValueError(f"protocol.cv_folds must be an integer >= 2 (got {folds!r})")
+    if proto["name"] == "low_resource":
+        size = proto["dev_size"]
+        if not isinstance(size, int) or size < 1:
+            raise ValueError(f"protocol.dev_size must be a positive integer (got {size!r})")
 
 
 def _check_class_section(config: Dict, kind: str, name: str) -> None:

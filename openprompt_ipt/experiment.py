@@ -203,7 +203,9 @@ def method_name(cfg: Dict) -> str:
 
 
 def run_experiment(cfg: Dict, root: str | None = None, output_dir: str | None = None,
-                   show_progress: bool = True) -> Dict:
+                   show_progress: bool = True, splits=None) -> Dict:
+    """``splits`` = (train, dev, test, labels) from a protocol (``openprompt_ipt.protocols``); default
+    ``load_task`` (the full-data protocol)."""
     from .data import encode_examples, get_task, make_loader
     from .injection import max_positions
     from .training import TrainConfig, Trainer, evaluate, set_seed
@@ -217,7 +219,7 @@ def run_experiment(cfg: Dict, root: str | None = None, output_dir: str | None = 
         raise ValueError(f"train.metric '{cfg['train']['metric']}' is not reported for {task.name}: "
                          f"choose one of {list(task.metrics)}")
     check_label_words(cfg, task.labels)
-    train, dev, test, labels = load_task(cfg, root)
+    train, dev, test, labels = splits if splits is not None else load_task(cfg, root)
     model, tokenizer, wrapper_class = build_model(cfg, train, len(labels), labels)
     n_prefix = getattr(model.template, "n_prefix", 0)
     max_len = min(int(cfg["plm"]["max_seq_length"]), max_positions(model.plm.config) - n_prefix)

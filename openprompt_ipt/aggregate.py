@@ -1,0 +1,209 @@
+"""Collect ``metrics.json`` files from run directories into the papers' table shapes.
+
+* results table: method × task, each cell the reported split's mean ± std over seeds (×100) and n,
+  on the metric each run selected with (``train.metric``); CSV in long form with every metric.
+* sweep tables and line plots: test score against each swept value (prompt length: IPT Figure 5;
+  sequence utilization rate: IPT Table 6), one line per method / task / other swept values.
+Runs selected on the reported split (``selection: on_eval_set``) are labelled in the method name.
+"""
+from __future__ import annotations
+
+import csv
+import glob
+import io
+import json
+import os
+from collections import OrderedDict
+from typing import Dict, List, Sequence, Tuple
+
+from .runs import mean_std
+
+TASK_TITLES = {"cb": "CB", "rte": "RTE", "boolq": "BoolQ", "multirc": "MultiRC", "sst2": "SST-2", "imdb": "IMDB",
+               "agnews": "AG News", "mr": "MR", "cr": "CR", "mpqa": "MPQA", "subj": "Subj"}
+SWEEP_TITLES = {"prompt_length": "prompt length (cf. IPT Figure 5)",
+                "sequence_utilization_rate": "sequence utilization rate (cf. IPT Table 6)"}
+
+
+def find_metrics(paths: Sequence[str]) -> List[str]:
+    """Every metrics.json under the given run directories / globs (each one must match something)."""
+    files: List[str] = []
+    for pattern in paths:
+        matches = sorted(glob.glob(pattern)) or ([pattern] if os.path.exists(pattern) else [])
+        if not matches:
+            raise FileNotFoundError(f"no run directory matches '{pattern}'")
+        for m in matches:
+            if os.path.isfile(m):
+                files.append(m)
+                continue
+            for dirpath, _, names in os.walk(m):
+                if "metrics.json" in names:
+                    files.append(os.path.join(dirpath, "metrics.json"))
+    seen, unique = set(), []
+    for f in files:
+        real = os.path.realpath(f)
+        if real not in seen:
+            seen.add(real)
+            unique.append(f)
+    if not unique:
+        raise FileNotFoundError(f"no metrics.json under {list(paths)}: point at run directories (runs/<config>)")
+    return unique
+
+
+def load_records(files: Sequence[str]) -> List[Dict]:
+    records = []
+    for f in files:
+        try:
+            with open(f) as fh:
+                rec = json.load(fh)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{f} is not valid JSON ({e})")
+        rec["_file"] = f
+        rec.setdefault("level", "seed")  # a single run written by run_experiment alone
+        records.append(rec)
+    return records
+
+
+def method_label(rec: Dict) -> str:
+    label = str(rec.get("strategy") or rec.get("method") or rec.get("config_name") or "?")
+    proto = rec.get("protocol")
+    if proto and proto != "full":
+        label += f" [{proto}]"
+    if rec.get("selection") == "on_eval_set":
+        label += " [selected on eval set]"
+    return label
+
+
+def primary_metric(rec: Dict) -> str:
+    metric = rec.get("selection_metric")
+    if metric and metric in rec.get("test", {}):
+        return metric
+    return (rec.get("metrics") or list(rec["test"]))[0]
+
+
+def _rows(records: List[Dict]) -> Dict[Tuple[str, str], List[Dict]]:
+    """(method label, task) -> records; two configs with the same label are told apart by config name."""
+    configs: Dict[Tuple[str, str], set] = {}
+    for r in records:
+        configs.setdefault((method_label(r), r.get("dataset", "?")), set()).add(r.get("config_name"))
+    cells: Dict[Tuple[str, str], List[Dict]] = OrderedDict()
+    for r in records:
+        label, task = method_label(r), r.get("dataset", "?")
+        if len(configs[(label, task)]) > 1:
+            label += f" ({r.get('config_name')})"
+        cells.setdefault((label, task), []).append(r)
+    return cells
+
+
+def fmt(stats: Dict, scale: float = 100.0) -> str:
+    return f"{stats['mean'] * scale:.1f} ± {stats['std'] * scale:.1f} (n={stats['n']})"
+
+
+def results_tables(records: List[Dict]) -> Tuple[str, str]:
+    """(markdown, csv) of the seed-level runs."""
+    seed_level = [r for r in records if r["level"] == "seed"]
+    if not seed_level:
+        raise ValueError("no seed-level metrics.json found (only sweep points): point at runs/<config> folders")
+    cells = _rows(seed_level)
+    methods = list(OrderedDict.fromkeys(m for m, _ in cells))
+    tasks = sorted({t for _, t in cells}, key=lambda t: list(TASK_TITLES).index(t) if t in TASK_TITLES else 99)
+    metric_of = {t: primary_metric(next(r for (m, tt), rs in cells.items() if tt == t for r in rs)) for t in tasks}
+    header = ["method"] + [f"{TASK_TITLES.get(t, t)} ({metric_of[t]})" for t in tasks]
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    for m in methods:
+        row = [m]
+        for t in tasks:
+            rs = cells.get((m, t))
+            row.append(fmt(mean_std([r["test"][metric_of[t]] for r in rs])) if rs else "-")
+        lines.append("| " + " | ".join(row) + " |")
+    splits = sorted({f"{TASK_TITLES.get(r.get('dataset'), r.get('dataset'))}: {r.get('test_split', '?')}"
+                     for r in seed_level})
+    md = "\n".join(lines) + ("\n\nmean ± std over seeds (sample std), ×100; reported split — " + "; ".join(splits) + "\n")
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(["method", "task", "protocol", "selection", "test_split", "metric", "mean", "std", "n", "seeds"])
+    for (m, t), rs in cells.items():
+        for metric in rs[0].get("metrics") or list(rs[0]["test"]):
+            s = mean_std([r["test"][metric] for r in rs])
+            w.writerow([m, t, rs[0].get("protocol", "full"), rs[0].get("selection", "held_out"),
+                        rs[0].get("test_split", ""), metric, f"{s['mean']:.6f}", f"{s['std']:.6f}", s["n"],
+                        " ".join(str(r.get("seed", "")) for r in rs)])
+    return md, buf.getvalue()
+
+
+def sweep_series(records: List[Dict]) -> Dict[str, Dict]:
+    """swept key -> {series label -> {value -> [test scores over seeds]}} from sweep-point runs."""
+    out: Dict[str, Dict] = OrderedDict()
+    for r in records:
+        point = r.get("sweep_point")
+        if r["level"] != "sweep_point" or not point or "test" not in r:
+            continue
+        metric = primary_metric(r)
+        for key, value in point.items():
+            others = ", ".join(f"{k.split('.')[-1]}={v}" for k, v in point.items() if k != key)
+            label = f"{method_label(r)} / {TASK_TITLES.get(r.get('dataset'), r.get('dataset'))} ({metric})"
+            label += f" [{others}]" if others else ""
+            out.setdefault(key, OrderedDict()).setdefault(label, {}).setdefault(value, []).append(r["test"][metric])
+    return out
+
+
+def sweep_outputs(key: str, series: Dict) -> Tuple[str, str, bytes]:
+    """(markdown, csv, png bytes) for one swept key."""
+    xs = sorted({x for pts in series.values() for x in pts}, key=lambda v: (isinstance(v, str), v))
+    short = key.split(".")[-1]
+    lines = ["| series | " + " | ".join(f"{short}={x}" for x in xs) + " |", "|---|" + "---|" * len(xs)]
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(["series", key, "mean", "std", "n"])
+    for label, pts in series.items():
+        lines.append(f"| {label} | " + " | ".join(fmt(mean_std(pts[x])) if x in pts else "-" for x in xs) + " |")
+        for x in xs:
+            if x in pts:
+                s = mean_std(pts[x])
+                w.writerow([label, x, f"{s['mean']:.6f}", f"{s['std']:.6f}", s["n"]])
+    md = f"test score vs {SWEEP_TITLES.get(short, short)}; mean ± std over seeds, ×100\n\n" + "\n".join(lines) + "\n"
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    numeric = all(isinstance(x, (int, float)) for x in xs)
+    for label, pts in series.items():
+        px = [x for x in xs if x in pts]
+        stats = [mean_std(pts[x]) for x in px]
+        pos = px if numeric else [xs.index(x) for x in px]
+        ax.errorbar(pos, [s["mean"] * 100 for s in stats], yerr=[s["std"] * 100 for s in stats], marker="o",
+                    capsize=3, label=label)
+    if not numeric:
+        ax.set_xticks(range(len(xs)), [str(x) for x in xs])
+    ax.set_xlabel(short)
+    ax.set_ylabel("test score (×100)")
+    ax.set_title(f"test score vs {SWEEP_TITLES.get(short, short)}", fontsize=9)
+    ax.legend(fontsize=7)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    png = io.BytesIO()
+    fig.savefig(png, format="png", dpi=120)
+    plt.close(fig)
+    return md, buf.getvalue(), png.getvalue()
+
+
+def aggregate(paths: Sequence[str], out: str | None = None) -> Dict[str, object]:
+    """Everything is computed before anything is written; returns {file name: content} and writes
+    them under ``out`` (a folder) when given."""
+    records = load_records(find_metrics(paths))
+    md, table_csv = results_tables(records)
+    files: Dict[str, object] = OrderedDict([("results.md", md), ("results.csv", table_csv)])
+    for key, series in sweep_series(records).items():
+        s_md, s_csv, png = sweep_outputs(key, series)
+        short = key.split(".")[-1]
+        files[f"sweep_{short}.md"], files[f"sweep_{short}.csv"], files[f"sweep_{short}.png"] = s_md, s_csv, png
+    if out:
+        os.makedirs(out, exist_ok=True)
+        for name, content in files.items():
+            path = os.path.join(out, name)
+            tmp = path + ".tmp"
+            with open(tmp, "wb" if isinstance(content, bytes) else "w") as f:
+                f.write(content)
+            os.replace(tmp, path)
+    return files

@@ -1,0 +1,181 @@
+"""Seeds x sweep points x protocol: ``run_seeds`` runs one configuration under its data protocol for
+each seed, picks the best sweep point per seed on dev (few-shot: mean k-fold CV score over the 2K
+examples), and writes
+
+    <output_dir>/<config name>/summary.json                  mean ± std over seeds
+    <output_dir>/<config name>/seed<k>/metrics.json          the selected run of seed k ("level": "seed")
+    <output_dir>/<config name>/seed<k>/<point>/metrics.json  each sweep point (full / low-resource)
+    <output_dir>/<config name>/seed<k>/cv/<point>/...        each point's CV folds (few-shot)
+"""
+from __future__ import annotations
+
+import copy
+import json
+import math
+import os
+from typing import Callable, Dict, List, Optional, Sequence
+
+from .protocols import Splits, cv_folds, label_result, make_splits
+from .sweep import apply_point, expand_grid, point_name, select_best
+
+TrainFn = Callable[[Dict, Splits, Optional[str], bool], Dict]
+
+
+def default_train(cfg: Dict, splits: Splits, output_dir: Optional[str], show_progress: bool) -> Dict:
+    from .experiment import run_experiment
+
+    return run_experiment(cfg, None, output_dir, show_progress=show_progress, splits=splits.as_tuple())
+
+
+def mean_std(values: Sequence[float]) -> Dict:
+    """Mean, sample standard deviation (n - 1; 0 for one value) and n."""
+    vals = [float(v) for v in values]
+    if not vals:
+        return {"mean": float("nan"), "std": float("nan"), "n": 0}
+    mean = sum(vals) / len(vals)
+    std = math.sqrt(sum((v - mean) ** 2 for v in vals) / (len(vals) - 1)) if len(vals) > 1 else 0.0
+    return {"mean": mean, "std": std, "n": len(vals)}
+
+
+def protocol_label(cfg: Dict) -> str:
+    proto = cfg["protocol"]
+    if proto["name"] == "few_shot":
+        src = f", train={proto['train_source']}" if proto.get("train_source") else ""
+        per = " total" if proto.get("k_per") == "total" else "/label"
+        return f"few_shot K={proto['k']}{per}{src}"
+    if proto["name"] == "low_resource":
+        return f"low_resource K={proto['k']}"
+    return "full"
+
+
+def write_json(path: str, obj) -> None:
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(obj, f, indent=2)
+    os.replace(tmp, path)
+
+
+def _tqdm(items, desc: str, show: bool):
+    from tqdm.auto import tqdm
+
+    return tqdm(items, desc=desc, disable=not show, leave=False)
+
+
+def _label(result: Dict, cfg: Dict, name: str, level: str) -> Dict:
+    result = dict(result)
+    result.update({"level": level, "config_name": name, "seed": cfg["seed"], "protocol": protocol_label(cfg),
+                   "protocol_config": dict(cfg["protocol"]), "selection_metric": cfg["train"]["metric"]})
+    return label_result(result, cfg["selection"])
+
+
+def run_one_seed(cfg: Dict, name: str, splits: Splits, seed_dir: Optional[str], train_fn: TrainFn,
+                 show_progress: bool = True) -> Dict:
+    metric = cfg["train"]["metric"]
+    points = expand_grid(cfg.get("sweep") or {})
+    sub = (lambda *p: os.path.join(seed_dir, *p)) if seed_dir else (lambda *p: None)
+    if not cfg.get("sweep"):
+        return _label(train_fn(cfg, splits, seed_dir, show_progress), cfg, name, "seed")
+    rows: List[Dict] = []
+    if cfg["protocol"]["name"] == "few_shot":  # pick the point by k-fold CV over the 2K examples
+        folds = cv_folds(splits.train + splits.dev, int(cfg["protocol"]["cv_folds"]), int(cfg["seed"]))
+        for point in _tqdm(points, f"seed {cfg['seed']}: CV over sweep points", show_progress):
+            pcfg = apply_point(cfg, point)
+            scores = []
+            for i, (tr, held) in enumerate(folds):
+                fold_dir = sub("cv", point_name(point), f"fold{i}")
+                r = train_fn(pcfg, Splits(tr, held, held, splits.labels), fold_dir, False)
+                scores.append(r["best_dev"][metric])
+                if fold_dir:  # a fold's "test" is its held-out part: never a seed-level result
+                    write_json(os.path.join(fold_dir, "metrics.json"),
+                               {**_label(r, pcfg, name, "cv_fold"), "sweep_point": point, "fold": i})
+            row = {"level": "cv_point", "config_name": name, "seed": cfg["seed"], "sweep_point": point,
+                   "score": mean_std(scores)["mean"], "cv": {"metric": metric, "folds": scores, **mean_std(scores)}}
+            if seed_dir:
+                write_json(sub("cv", point_name(point), "metrics.json"), row)
+            rows.append(row)
+        best = select_best([r["score"] for r in rows])
+        result = train_fn(apply_point(cfg, points[best]), splits, seed_dir, show_progress)
+    else:  # best point on dev
+        results = []
+        for point in _tqdm(points, f"seed {cfg['seed']}: sweep points", show_progress):
+            pcfg = apply_point(cfg, point)
+            r = _label(train_fn(pcfg, splits, sub(point_name(point)), False), pcfg, name, "sweep_point")
+            r["sweep_point"] = point
+            if seed_dir:
+                write_json(sub(point_name(point), "metrics.json"), r)
+            rows.append({"sweep_point": point, "score": r["best_dev"][metric], "test": r["test"]})
+            results.append(r)
+        best = select_best([r["score"] for r in rows])
+        result = results[best]
+        if seed_dir:
+            write_json(os.path.join(seed_dir, "config.json"), apply_point(cfg, points[best]))
+    result = _label(result, apply_point(cfg, points[best]), name, "seed")
+    result["selected_point"] = points[best]
+    result["sweep"] = [{k: v for k, v in r.items() if k in ("sweep_point", "score", "test", "cv")} for r in rows]
+    return result
+
+
+def summarize(name: str, results: List[Dict]) -> Dict:
+    first = results[0]
+    metrics = first.get("metrics") or list(first["test"])
+    return {"config_name": name, "dataset": first.get("dataset"), "method": first.get("strategy"),
+            "protocol": first.get("protocol"), "selection": first.get("selection"),
+            "test_split": first.get("test_split"), "selection_metric": first.get("selection_metric"),
+            "metrics": metrics, "seeds": [r["seed"] for r in results],
+            "test": {m: mean_std([r["test"][m] for r in results]) for m in metrics},
+            "best_dev": {m: mean_std([r["best_dev"][m] for r in results if m in r["best_dev"]]) for m in metrics},
+            "per_seed": [{"seed": r["seed"], "selected_point": r.get("selected_point"), "best_dev": r["best_dev"],
+                          "test": r["test"]} for r in results]}
+
+
+def run_seeds(cfg: Dict, name: str, output_dir: Optional[str], seeds: Sequence[int] | None = None,
+              root: str | None = None, train_fn: TrainFn | None = None, show_progress: bool = True) -> Dict:
+    """Run ``cfg`` for each seed (default: ``cfg['seed']``); returns the summary (also written to
+    ``<output_dir>/<name>/summary.json`` with each seed's metrics.json under ``seed<k>/``)."""
+    from .experiment import data_root
+
+    train_fn = train_fn or default_train
+    root = data_root(root)
+    seeds = list(seeds) if seeds else [int(cfg["seed"])]
+    if len(set(seeds)) != len(seeds):
+        raise ValueError(f"--seeds lists a seed twice: {seeds}")
+    expand_grid(cfg.get("sweep") or {})  # bad sweeps fail before anything runs
+    top = os.path.join(output_dir, name) if output_dir else None
+    plans = []
+    for seed in seeds:  # every seed's data first: a bad protocol (K too large) fails before any run is written
+        scfg = copy.deepcopy(cfg)
+        scfg["seed"] = int(seed)
+        plans.append((scfg, make_splits(scfg, root)))
+    results = []
+    for scfg, splits in _tqdm(plans, "seeds", show_progress and len(plans) > 1):
+        seed_dir = os.path.join(top, f"seed{scfg['seed']}") if top else None
+        result = run_one_seed(scfg, name, splits, seed_dir, train_fn, show_progress)
+        if seed_dir:
+            write_json(os.path.join(seed_dir, "metrics.json"), result)
+        results.append(result)
+    summary = summarize(name, results)
+    if top:
+        write_json(os.path.join(top, "summary.json"), summary)
+    summary["results"] = results
+    return summary
+
+
+def format_summary(summary: Dict) -> str:
+    """One screen: each seed's selected point, dev and test scores, then mean ± std."""
+    metrics = summary["metrics"]
+    head = (f"{summary['config_name']}: {summary['dataset']} | {summary['method']} | protocol {summary['protocol']} "
+            f"| selection {summary['selection']} | test = {summary['test_split']}")
+    rows = [("seed", "selected point", f"dev {summary['selection_metric']}", *(f"test {m}" for m in metrics))]
+    for r in summary["per_seed"]:
+        point = ", ".join(f"{k.split('.')[-1]}={v}" for k, v in (r["selected_point"] or {}).items()) or "-"
+        dev = r["best_dev"].get(summary["selection_metric"])
+        rows.append((str(r["seed"]), point, f"{dev:.4f}" if dev is not None else "-",
+                     *(f"{r['test'][m]:.4f}" for m in metrics)))
+    d = summary["best_dev"].get(summary["selection_metric"], {"mean": float("nan"), "std": 0.0})
+    rows.append((f"mean ± std (n={len(summary['per_seed'])})", "", f"{d['mean']:.4f} ± {d['std']:.4f}",
+                 *(f"{summary['test'][m]['mean']:.4f} ± {summary['test'][m]['std']:.4f}" for m in metrics)))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = ["| " + " | ".join(c.ljust(w) for c, w in zip(r, widths)) + " |" for r in rows]
+    lines.insert(1, "|" + "|".join("-" * (w + 2) for w in widths) + "|")
+    return head + "\n" + "\n".join(lines)

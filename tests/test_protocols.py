@@ -1,0 +1,274 @@
+"""Protocols (few-shot sampler + CV folds, low-resource), sweeps, seeds mean ± std, aggregate tables,
+bad input; a fake train function keeps these fast."""
+import csv
+import io
+import json
+import os
+
+import pytest
+from openprompt.data_utils import InputExample
+
+from openprompt_ipt.aggregate import aggregate
+from openprompt_ipt.config import load_config
+from openprompt_ipt.protocols import cv_folds, few_shot_splits, make_splits, sample_per_label, low_resource_splits
+from openprompt_ipt.runs import mean_std, run_seeds
+from openprompt_ipt.sweep import apply_point, expand_grid, point_name, select_best
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def pool(n_per_label=20, labels=3):
+    return [InputExample(guid=f"train-{lab}-{i}", text_a=f"t {lab} {i}", text_b="h", label=lab)
+            for lab in range(labels) for i in range(n_per_label)]
+
+
+def guids(exs):
+    return [e.guid for e in exs]
+
+
+def test_few_shot_sampler_is_balanced_and_deterministic():
+    exs = pool()
+    train, dev = few_shot_splits(exs, 4, 3, seed=1)
+    assert sorted(e.label for e in train) == [0] * 4 + [1] * 4 + [2] * 4
+    assert sorted(e.label for e in dev) == [0] * 3 + [1] * 3 + [2] * 3
+    assert not set(guids(train)) & set(guids(dev))
+    again = few_shot_splits(list(reversed(exs)), 4, 3, seed=1)  # input order does not matter
+    assert guids(again[0]) == guids(train) and guids(again[1]) == guids(dev)
+    other = few_shot_splits(exs, 4, 3, seed=2)
+    assert set(guids(other[0])) != set(guids(train))
+
+
+def test_few_shot_k_larger_than_a_label_is_one_clear_error():
+    exs = pool(10)[:-5]  # label 2 has 5
+    with pytest.raises(ValueError, match=r"protocol.k=3 needs 6 examples of label 'c' in train but it has 5"):
+        few_shot_splits(exs, 3, 3, seed=1, labels=["a", "b", "c"])
+    with pytest.raises(ValueError, match="needs 11 examples"):
+        sample_per_label(exs, 11, 0)
+
+
+def test_few_shot_with_fewglue_train_samples_dev_from_the_rest():
+    exs = pool(10, 2)
+    fewglue = [InputExample(guid="fg-0", text_a=exs[0].text_a, text_b="h", label=0)]
+    train, dev = few_shot_splits(exs, 2, 2, seed=0, train_source=fewglue)
+    assert guids(train) == ["fg-0"] and len(dev) == 4
+    assert exs[0].text_a not in [e.text_a for e in dev]
+
+
+def test_few_shot_k_in_total_is_balanced_as_far_as_labels_allow():
+    exs = pool(30, 2) + [InputExample(guid=f"n{i}", text_a=f"n {i}", label=2) for i in range(5)]  # CB-like rare label
+    train, dev = few_shot_splits(exs, 12, 12, seed=0, per="total")
+    assert len(train) == len(dev) == 12 and not set(guids(train)) & set(guids(dev))
+    counts = [sum(e.label == lab for e in train + dev) for lab in range(3)]
+    assert counts[2] == 5 and abs(counts[0] - counts[1]) <= 1
+    assert guids(few_shot_splits(exs, 12, 12, seed=0, per="total")[0]) == guids(train)
+
+
+def test_cv_folds_are_disjoint_cover_and_stratified():
+    exs = pool(8, 2)
+    folds = cv_folds(exs, 4, seed=3)
+    held = [guids(h) for _, h in folds]
+    assert sorted(g for h in held for g in h) == sorted(guids(exs))
+    assert all(not set(a) & set(b) for i, a in enumerate(held) for b in held[i + 1:])
+    for tr, h in folds:
+        assert not set(guids(tr)) & set(guids(h)) and len(tr) + len(h) == len(exs)
+        assert sorted(e.label for e in h) == [0, 0, 1, 1]
+    assert [guids(h) for _, h in cv_folds(exs, 4, seed=3)] == held
+    with pytest.raises(ValueError, match="cv_folds"):
+        cv_folds(exs[:1], 2, 0)
+
+
+def test_low_resource_sizes():
+    exs = pool(400, 3)
+    for k in (100, 500, 1000 - 800):
+        train, dev = low_resource_splits(exs, k, 150, seed=1)
+        assert len(train) == k and len(dev) == 150 and not set(guids(train)) & set(guids(dev))
+    assert guids(low_resource_splits(exs, 100, 150, 1)[0]) == guids(low_resource_splits(exs[::-1], 100, 150, 1)[0])
+    with pytest.raises(ValueError, match="protocol.k=1000 \\+ protocol.dev_size=1000 exceeds the 1200"):
+        low_resource_splits(exs, 1000, 1000, 1)
+
+
+def test_sweep_grid_expansion_and_selection():
+    grid = expand_grid({"train.lr_prompt": [0.1, 0.2], "instance_wise.prompt_length": [4, 8, 16]})
+    assert len(grid) == 6 and grid[1] == {"train.lr_prompt": 0.1, "instance_wise.prompt_length": 8}
+    assert expand_grid({}) == [{}]
+    assert point_name(grid[0]) == "lr_prompt=0.1,prompt_length=4"
+    cfg = apply_point({"train": {"lr_prompt": 1}, "instance_wise": {}}, grid[5])
+    assert cfg == {"train": {"lr_prompt": 0.2}, "instance_wise": {"prompt_length": 16}}
+    assert select_best([0.5, 0.7, 0.7, 0.1]) == 1
+    with pytest.raises(ValueError, match="has no values"):
+        expand_grid({"train.lr_prompt": []})
+
+
+def test_mean_std():
+    s = mean_std([0.5, 0.7, 0.6])
+    assert s["n"] == 3 and abs(s["mean"] - 0.6) < 1e-12 and abs(s["std"] - 0.1) < 1e-12
+    assert mean_std([0.4]) == {"mean": 0.4, "std": 0.0, "n": 1}
+
+
+# ---------------------------------------------------------------- runner with a fake train function
+def write_cb(folder, n_train=60, n_val=9):
+    os.makedirs(folder, exist_ok=True)
+    labels = ["entailment", "contradiction", "neutral"]
+    for name, n in (("train", n_train), ("val", n_val)):
+        with open(os.path.join(folder, f"{name}.jsonl"), "w") as f:
+            for i in range(n):
+                f.write(json.dumps({"premise": f"the cat sat {name} {i}", "hypothesis": "it sat",
+                                    "label": labels[i % 3], "idx": i}) + "\n")
+
+
+def yaml_config(tmp_path, text):
+    path = tmp_path / "c.yaml"
+    path.write_text("dataset:\n  name: cb\n  path: CB\n" + text)
+    return str(path)
+
+
+def fake_train(calls):
+    def train(cfg, splits, output_dir, show_progress):
+        lr = cfg["train"]["lr_prompt"]
+        calls.append((cfg["seed"], lr, len(splits.train), len(splits.dev), len(splits.test), output_dir))
+        dev = 1.0 - abs(lr - 0.01) + cfg["seed"] / 1000  # best point: lr 0.01
+        result = {"dataset": "cb", "strategy": "random", "template": "instance_wise", "metrics": ["accuracy", "macro_f1"],
+                  "test_split": "official val", "best_dev": {"accuracy": dev, "macro_f1": dev},
+                  "test": {"accuracy": dev - 0.1, "macro_f1": dev - 0.2}}
+        if output_dir:
+            os.makedirs(output_dir, exist_ok=True)
+            with open(os.path.join(output_dir, "metrics.json"), "w") as f:
+                json.dump(result, f)
+        return result
+    return train
+
+
+def test_few_shot_sweep_uses_cv_then_trains_on_k_and_early_stops_on_k(tmp_path):
+    write_cb(str(tmp_path / "CB"))
+    cfg = load_config(yaml_config(tmp_path, "protocol:\n  name: few_shot\n  k: 4\n  cv_folds: 4\n"
+                                  "sweep:\n  train.lr_prompt: [0.1, 0.01]\n"))
+    calls = []
+    summary = run_seeds(cfg, "fs", str(tmp_path / "runs"), [1, 2], str(tmp_path), train_fn=fake_train(calls),
+                        show_progress=False)
+    # per seed: 2 points x 4 folds on the 24 pooled examples (18 train / 6 held), then one final run
+    per_seed = [c for c in calls if c[0] == 1]
+    assert len(per_seed) == 9 and all(c[2:5] == (18, 6, 6) for c in per_seed[:8])
+    assert per_seed[8][1] == 0.01 and per_seed[8][2:5] == (12, 12, 9)
+    assert summary["protocol"] == "few_shot K=4/label" and summary["per_seed"][0]["selected_point"] == {"train.lr_prompt": 0.01}
+    assert summary["test"]["accuracy"]["n"] == 2
+    top = tmp_path / "runs" / "fs"
+    assert (top / "summary.json").exists() and (top / "seed1" / "cv" / "lr_prompt=0.1" / "fold3").is_dir()
+    seed1 = json.loads((top / "seed1" / "metrics.json").read_text())
+    assert seed1["level"] == "seed" and seed1["selection"] == "held_out" and len(seed1["sweep"]) == 2
+    fold = json.loads((top / "seed1" / "cv" / "lr_prompt=0.1" / "fold0" / "metrics.json").read_text())
+    assert fold["level"] == "cv_fold"
+    assert "(n=2)" in aggregate([str(top)])["results.md"]  # folds are not counted as seeds
+
+
+def test_full_sweep_best_on_dev_per_seed_and_on_eval_set_is_labelled(tmp_path):
+    write_cb(str(tmp_path / "CB"))
+    cfg = load_config(yaml_config(tmp_path, "selection: on_eval_set\nsweep:\n  train:\n    lr_prompt: [0.1, 0.01, 0.05]\n"))
+    calls = []
+    summary = run_seeds(cfg, "full", str(tmp_path / "runs"), [1, 2, 3], str(tmp_path), train_fn=fake_train(calls),
+                        show_progress=False)
+    assert len(calls) == 9 and all(c[3] == c[4] == 9 for c in calls)  # dev is the reported split
+    assert [r["selected_point"] for r in summary["per_seed"]] == [{"train.lr_prompt": 0.01}] * 3
+    assert summary["selection"] == "on_eval_set" and "on_eval_set" in summary["test_split"]
+    acc = summary["test"]["accuracy"]
+    assert acc["n"] == 3 and abs(acc["mean"] - 0.902) < 1e-9 and abs(acc["std"] - 0.001) < 1e-9
+    point = json.loads((tmp_path / "runs" / "full" / "seed2" / "lr_prompt=0.05" / "metrics.json").read_text())
+    assert point["level"] == "sweep_point" and point["sweep_point"] == {"train.lr_prompt": 0.05}
+
+
+def test_aggregate_tables_and_sweep_plot(tmp_path):
+    write_cb(str(tmp_path / "CB"))
+    calls = []
+    cfg = load_config(yaml_config(tmp_path, "sweep:\n  train.lr_prompt: [0.1, 0.01]\n"))
+    run_seeds(cfg, "cb_sweep", str(tmp_path / "runs"), [1, 2], str(tmp_path), train_fn=fake_train(calls),
+              show_progress=False)
+    other = tmp_path / "runs" / "rte_x" / "seed1"
+    other.mkdir(parents=True)
+    (other / "metrics.json").write_text(json.dumps({
+        "dataset": "rte", "strategy": "prefix/kv", "metrics": ["accuracy", "macro_f1"], "selection_metric": "accuracy",
+        "test_split": "official val", "level": "seed", "seed": 1, "config_name": "rte_x", "protocol": "few_shot K=32",
+        "best_dev": {"accuracy": 0.6}, "test": {"accuracy": 0.55, "macro_f1": 0.5}}))
+    files = aggregate([str(tmp_path / "runs" / "*")], str(tmp_path / "out"))
+    md = files["results.md"]
+    assert "| method | CB (accuracy) | RTE (accuracy) |" in md
+    assert "| random | 90.1 ± 0.1 (n=2) | - |" in md
+    assert "| prefix/kv [few_shot K=32] | - | 55.0 ± 0.0 (n=1) |" in md
+    rows = list(csv.DictReader(io.StringIO(files["results.csv"])))
+    cb_f1 = next(r for r in rows if r["task"] == "cb" and r["metric"] == "macro_f1")
+    assert cb_f1["n"] == "2" and abs(float(cb_f1["mean"]) - 0.8015) < 1e-6 and cb_f1["seeds"] == "1 2"
+    assert "lr_prompt=0.01" in files["sweep_lr_prompt.md"]
+    png = (tmp_path / "out" / "sweep_lr_prompt.png").read_bytes()
+    assert png[:4] == b"\x89PNG"
+    assert (tmp_path / "out" / "results.csv").read_text() == files["results.csv"]
+
+
+@pytest.mark.parametrize("text,match", [
+    ("sweep:\n  train.lr_prompt: []\n", "sweep 'train.lr_prompt' has no values"),
+    ("sweep:\n  train.lr_promt: [1, 2]\n", "unknown sweep key 'train.lr_promt' \\(did you mean 'train.lr_prompt'\\?\\)"),
+    ("sweep:\n  instance_wise.prompt_lenght: [1]\n", "did you mean 'instance_wise.prompt_length'"),
+    ("protocol:\n  name: fewshot\n", "unknown protocol 'fewshot' \\(did you mean 'few_shot'\\?\\)"),
+    ("protocol:\n  name: few_shot\n", "needs protocol.k"),
+    ("selection: on_val\n", "unknown selection 'on_val'"),
+])
+def test_bad_config_rows(tmp_path, text, match):
+    with pytest.raises((KeyError, ValueError), match=match):
+        load_config(yaml_config(tmp_path, text))
+
+
+def test_k_too_large_fails_before_anything_is_written(tmp_path):
+    write_cb(str(tmp_path / "CB"), n_train=12)
+    cfg = load_config(yaml_config(tmp_path, "protocol:\n  name: few_shot\n  k: 3\n"))
+    with pytest.raises(ValueError, match="protocol.k=3 needs 6 examples of label 'entailment'"):
+        run_seeds(cfg, "fs", str(tmp_path / "runs"), [1], str(tmp_path), train_fn=fake_train([]), show_progress=False)
+    assert not (tmp_path / "runs").exists()
+
+
+def cli(name):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(f"cli_{name}", os.path.join(ROOT, "experiments", f"{name}.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.main
+
+
+def test_cli_bad_input_is_one_line(tmp_path, capsys):
+    path = yaml_config(tmp_path, "sweep:\n  train.lr_prompt: []\n")
+    assert cli("run")(["--config", path, "--output-dir", str(tmp_path / "runs")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("error: sweep 'train.lr_prompt' has no values")
+    assert not (tmp_path / "runs").exists()
+    assert cli("aggregate")([str(tmp_path / "nope*")]) == 2
+    assert capsys.readouterr().err == f"error: no run directory matches '{tmp_path / 'nope*'}'\n"
+
+
+def test_end_to_end_few_shot_two_seeds_on_tiny_bert(bert, tmp_path):
+    """Real training (1 epoch) through run_experiment: two seeds, few-shot K=2 per label, summary + aggregate."""
+    model, tok = bert
+    backbone = str(tmp_path / "tiny-bert")
+    model.save_pretrained(backbone)
+    tok.save_pretrained(backbone)
+    write_cb(str(tmp_path / "CB"), n_train=15, n_val=6)
+    cfg = load_config(yaml_config(tmp_path, f"""protocol:
+  name: few_shot
+  k: 2
+plm:
+  model_path: {backbone}
+  max_seq_length: 64
+template: instance_wise
+instance_wise:
+  text: '{{"placeholder":"text_a"}} question: {{"placeholder":"text_b"}} ? {{"mask"}} .'
+  strategy: random
+  prompt_length: 2
+soft_verbalizer:
+  label_words: [["yes"], ["no"], ["maybe"]]
+train:
+  epochs: 1
+  batch_size: 4
+  device: cpu
+"""))
+    summary = run_seeds(cfg, "tiny_fs", str(tmp_path / "runs"), [1, 2], str(tmp_path), show_progress=False)
+    assert summary["test"]["accuracy"]["n"] == 2 and summary["protocol"] == "few_shot K=2/label"
+    seed1 = json.loads((tmp_path / "runs" / "tiny_fs" / "seed1" / "metrics.json").read_text())
+    assert seed1["sizes"] == {"train": 6, "dev": 6, "test": 6} and seed1["test_split"] == "official val"
+    md = aggregate([str(tmp_path / "runs" / "tiny_fs")])["results.md"]
+    assert "| random [few_shot K=2/label] |" in md and "(n=2)" in md
