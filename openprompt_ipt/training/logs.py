@@ -74,8 +74,7 @@ def format_summary(result: Dict, run_dir: Optional[str]) -> str:
              f"  steps {t.get('optimizer_steps', '?')} over {t.get('epochs', '?')} epochs | best epoch "
              f"{best_epoch} | {t.get('processes', 1)} process(es) | mixed precision {t.get('mixed_precision', 'no')}"
              f"{' | resumed at step ' + str(t['resumed_from_step']) if t.get('resumed_from_step') is not None else ''}",
-             f"  dev (selection) {result['train_metric'] if 'train_metric' in result else 'metric'}: "
-             + " ".join(f"{k} {v:.4f}" for k, v in result["best_dev"].items() if k != "loss"),
+             "  dev (selection): " + " ".join(f"{k} {v:.4f}" for k, v in result["best_dev"].items() if k != "loss"),
              "  test: " + " ".join(f"{k} {v:.4f}" for k, v in result["test"].items() if k != "loss"),
              f"  time {result.get('seconds', '?')}s"]
     if run_dir:
