@@ -78,7 +78,8 @@ def test_killed_run_resumes_to_identical_result(tiny_dir, tmp_path, kill_after):
 
 
 def test_only_the_newest_complete_checkpoint_is_kept(tiny_dir, tmp_path):
-    tiny_run(_bert_factory(tiny_dir), tmp_path / "run", checkpoint_every=1, epochs=2)
+    tiny_run(_bert_factory(tiny_dir), tmp_path / "run", checkpoint_every=1, epochs=3)
+    tiny_run(_bert_factory(tiny_dir), tmp_path / "run", checkpoint_every=1, epochs=2)  # a fresh run replaces them
     root = tmp_path / "run" / "checkpoints"
     assert sorted(os.listdir(root)) == ["latest", "step-0000008"]
     files = sorted(os.listdir(root / "step-0000008"))

@@ -11,6 +11,7 @@ import contextlib
 import math
 import os
 import random
+import shutil
 from dataclasses import asdict, dataclass, field
 from typing import Dict, List, Optional
 
@@ -20,7 +21,7 @@ import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from ..serialization import trainable_state
-from .checkpoint import Progress, latest_checkpoint, load_checkpoint, rng_state, save_checkpoint, set_rng_state
+from .checkpoint import Progress, checkpoint_root, latest_checkpoint, load_checkpoint, rng_state, save_checkpoint, set_rng_state
 from .distributed import Runtime, mark_sparse
 from .logs import RunLogger
 from .metrics import METRICS, answer_metrics, classification_metrics
@@ -168,6 +169,8 @@ class Trainer:
             if verbose:
                 print(f"resuming from {resume}: optimizer step {progress.global_step}, epoch {progress.epoch} "
                       f"after {progress.batches_done} of {len(train_loader)} batches")
+        elif self.output_dir and rt.is_main and os.path.isdir(checkpoint_root(self.output_dir)):
+            shutil.rmtree(checkpoint_root(self.output_dir))  # a fresh run: no stale checkpoint may outlive it
         self.info = {"resumed_from_step": resumed_from, "epochs": cfg.epochs, "processes": rt.world_size,
                      "mixed_precision": rt.mixed_precision}
         logger = RunLogger(self.output_dir if rt.is_main else None, resume_step=resumed_from, verbose=verbose)
