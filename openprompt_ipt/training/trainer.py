@@ -186,6 +186,7 @@ class Trainer:
                 skip = progress.batches_done if first else 0
                 running = progress.running_loss if first else 0.0
                 epoch_gen_state = gen.get_state() if gen is not None else None
+                window: List[float] = []  # losses of the micro-batches of the optimizer step in progress
                 if pending_rng is not None and skip == 0:
                     set_rng_state(pending_rng)
                     pending_rng = None
@@ -218,6 +219,7 @@ class Trainer:
                         scaled = loss / accum
                         (scaler.scale(scaled) if scaler is not None else scaled).backward()
                     running += loss_value
+                    window.append(loss_value)
                     if step % accum == 0 or step == len(train_loader):
                         rt.all_reduce_gradients(params)
                         if scaler is not None:
@@ -235,7 +237,8 @@ class Trainer:
                         for opt in optimizers:
                             opt.zero_grad(set_to_none=True)
                         step_no += 1
-                        logger.log(step_no, epoch, {"train/loss": loss_value, "train/lr": lr})
+                        logger.log(step_no, epoch, {"train/loss": sum(window) / len(window), "train/lr": lr})
+                        window = []
                         if cfg.checkpoint_every and step_no % cfg.checkpoint_every == 0 and step < len(train_loader):
                             self._checkpoint(optimizers, schedulers, scaler, Progress(epoch, step, step_no, running),
                                              epoch_gen_state)
