@@ -43,6 +43,8 @@ class Runtime:
     @classmethod
     def create(cls, device: str = "auto", mixed_precision: str = "no") -> "Runtime":
         mixed_precision = str(mixed_precision or "no")
+        if mixed_precision == "no":  # `accelerate launch --mixed_precision X` sets this for the script
+            mixed_precision = os.environ.get("ACCELERATE_MIXED_PRECISION", "no").lower()
         if mixed_precision not in MIXED_PRECISION:
             raise ValueError(f"mixed precision '{mixed_precision}' is not one of {list(MIXED_PRECISION)}")
         world = launched_world_size()
