@@ -1,7 +1,9 @@
 """Train and evaluate one configuration: ``python experiments/run.py --config yamls/cb_random_ipt.yaml``.
 
 ``--seeds 1,2,3,4,5`` runs each seed and reports mean ± std; a ``sweep:`` section picks the best point
-per seed on dev; ``protocol:`` chooses full / few_shot / low_resource data (docs/protocols.md)."""
+per seed on dev; ``protocol:`` chooses full / few_shot / low_resource data (docs/protocols.md).
+Several processes / machines: ``accelerate launch`` (GPUs) or ``torchrun`` (CPU); ``--resume``
+continues killed runs from their newest checkpoint (docs/training.md)."""
 from __future__ import annotations
 
 import argparse
@@ -11,8 +13,9 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 from openprompt_ipt.config import load_config  # noqa: E402
-from openprompt_ipt.experiment import format_result  # noqa: E402
+from openprompt_ipt.experiment import format_result, run_experiment  # noqa: E402
 from openprompt_ipt.runs import format_summary, run_seeds  # noqa: E402
+from openprompt_ipt.training.logs import format_summary as format_run_summary  # noqa: E402
 
 
 def parse_seeds(text):
@@ -25,8 +28,16 @@ def parse_seeds(text):
     return seeds
 
 
+def resuming_train(cfg, splits, output_dir, show_progress):
+    """--resume: each run (seed / sweep point / fold) continues from its own newest checkpoint, if any."""
+    from openprompt_ipt.training.checkpoint import latest_checkpoint
+
+    resume = bool(output_dir) and latest_checkpoint(output_dir) is not None
+    return run_experiment(cfg, None, output_dir, show_progress=show_progress, splits=splits.as_tuple(), resume=resume)
+
+
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__)
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--config", required=True, help="experiment YAML (see yamls/)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE",
                    help="override a config value, e.g. --set train.epochs=5 (repeatable)")
@@ -36,7 +47,16 @@ def main(argv=None) -> int:
     p.add_argument("--seeds", type=parse_seeds, default=None, metavar="1,2,3",
                    help="run each seed and report mean ± std (default: the config's seed)")
     p.add_argument("--quiet", action="store_true", help="no progress bars or per-epoch lines")
+    p.add_argument("--resume", action="store_true", help="continue from the newest checkpoint of each run directory")
+    p.add_argument("--mixed-precision", choices=["no", "bf16", "fp16"], default=None,
+                   help="autocast precision (same as --set train.mixed_precision=...)")
+    p.add_argument("--gradient-accumulation-steps", type=int, default=None,
+                   help="same as --set train.gradient_accumulation_steps=N")
     args = p.parse_args(argv)
+    if args.mixed_precision:
+        args.overrides.append(f"train.mixed_precision={args.mixed_precision}")
+    if args.gradient_accumulation_steps:
+        args.overrides.append(f"train.gradient_accumulation_steps={args.gradient_accumulation_steps}")
     try:
         cfg = load_config(args.config, args.overrides)
     except (KeyError, ValueError, FileNotFoundError) as e:
@@ -45,12 +65,19 @@ def main(argv=None) -> int:
     name = os.path.splitext(os.path.basename(args.config))[0]
     out = args.output_dir or cfg.get("output_dir") or "runs"
     try:
-        summary = run_seeds(cfg, name, out, args.seeds, args.data_root, show_progress=not args.quiet)
-    except (ValueError, FileNotFoundError, KeyError, ImportError) as e:
+        if args.resume and not os.path.isdir(os.path.join(out, name)):
+            raise FileNotFoundError(f"--resume: no runs of '{name}' under '{out}' (train without --resume first)")
+        summary = run_seeds(cfg, name, out, args.seeds, args.data_root, show_progress=not args.quiet,
+                            train_fn=resuming_train if args.resume else None)
+    except (ValueError, FileNotFoundError, KeyError, ImportError, FloatingPointError) as e:
         print(f"error: {e.args[0] if isinstance(e, KeyError) and e.args else e}", file=sys.stderr)
         return 2
+    if int(os.environ.get("RANK", "0")) != 0:
+        return 0
     if len(summary["results"]) == 1 and not cfg["sweep"]:
-        print(format_result(summary["results"][0]))
+        result = summary["results"][0]
+        print(format_result(result))
+        print(format_run_summary(result, os.path.join(out, name, f"seed{(args.seeds or [cfg['seed']])[0]}")))
     else:
         print(format_summary(summary))
     print(f"run directory: {os.path.join(out, name)}")

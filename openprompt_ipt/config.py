@@ -22,7 +22,8 @@ DEFAULTS: Dict = {
     "verbalizer": "soft_verbalizer",
     "train": {"epochs": 10, "batch_size": 16, "lr_prompt": 3e-3, "lr_head": 1e-3, "lr_plm": 1e-5,
               "weight_decay": 0.0, "warmup_steps": 0, "warmup_ratio": 0.06, "gradient_accumulation_steps": 1,
-              "max_grad_norm": 1.0, "metric": "accuracy", "device": "auto", "vocab_rows": "all"},
+              "max_grad_norm": 1.0, "metric": "accuracy", "device": "auto", "vocab_rows": "all",
+              "checkpoint_every": 500, "keep_checkpoints": 1, "mixed_precision": "no"},
     "test": {"batch_size": 32},
     # data protocol (docs/protocols.md): full | few_shot (IPT §5.1) | low_resource (IDPG §4.4)
     "protocol": {"name": "full", "k": None, "k_per": "label", "dev_k": None, "cv_folds": 4, "train_source": None, "dev_size": 1000},

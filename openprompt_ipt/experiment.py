@@ -203,16 +203,26 @@ def method_name(cfg: Dict) -> str:
 
 
 def run_experiment(cfg: Dict, root: str | None = None, output_dir: str | None = None,
-                   show_progress: bool = True, splits=None) -> Dict:
+                   show_progress: bool = True, splits=None, resume: bool = False) -> Dict:
     """``splits`` = (train, dev, test, labels) from a protocol (``openprompt_ipt.protocols``); default
-    ``load_task`` (the full-data protocol)."""
+    ``load_task`` (the full-data protocol). ``resume``: continue from the newest checkpoint in
+    ``output_dir`` (same config required)."""
     from .data import encode_examples, get_task, make_loader
     from .injection import max_positions
-    from .training import TrainConfig, Trainer, evaluate, set_seed
+    from .training import Runtime, TrainConfig, Trainer, evaluate, set_seed
+    from .training.checkpoint import check_resume_config, latest_checkpoint
     from .training.optim import split_counts
 
     started = time.time()
     root = data_root(root)
+    checkpoint = None
+    if resume:
+        checkpoint = latest_checkpoint(output_dir) if output_dir else None
+        if checkpoint is None:
+            raise FileNotFoundError(f"--resume: no checkpoint in '{output_dir}/checkpoints' (train without --resume first)")
+        check_resume_config(checkpoint, cfg)
+    runtime = Runtime.create(cfg["train"].get("device", "auto"), cfg["train"].get("mixed_precision", "no"))
+    show_progress = show_progress and runtime.is_main
     set_seed(cfg["seed"])
     task = get_task(cfg["dataset"]["name"])
     if cfg["train"]["metric"] not in task.metrics:
@@ -235,9 +245,10 @@ def run_experiment(cfg: Dict, root: str | None = None, output_dir: str | None = 
     test_loader = make_loader(feats["test"], eval_bs, pad, sort_by_length=True)
     train_cfg = TrainConfig(**{k: v for k, v in tcfg.items() if k in TrainConfig.__dataclass_fields__},
                             seed=cfg["seed"], show_progress=show_progress)
-    trainer = Trainer(model, train_cfg, output_dir=output_dir)
-    best_dev = trainer.fit(train_loader, dev_loader)
-    test_metrics = evaluate(model, test_loader, trainer.device, desc="test", show_progress=show_progress)
+    trainer = Trainer(model, train_cfg, output_dir=output_dir, runtime=runtime, run_config=cfg)
+    best_dev = trainer.fit(train_loader, dev_loader, resume=checkpoint)
+    test_metrics = evaluate(model, test_loader, trainer.device, desc="test", show_progress=show_progress,
+                            runtime=runtime)
     prompt_n, head_n, plm_n = split_counts(model)
     reported = (f"{cfg['dataset']['train_from']} held out" if cfg["dataset"].get("train_from")
                 else {"validation": "official val", "test": "test"}[task.test_split])
@@ -247,8 +258,8 @@ def run_experiment(cfg: Dict, root: str | None = None, output_dir: str | None = 
               "sizes": {k: len(v) for k, v in feats.items()}, "max_seq_length": max_len,
               "trainable": {"prompt": prompt_n, "head": head_n, "plm": plm_n},
               "best_dev": best_dev, "test": test_metrics, "history": train_cfg.history,
-              "seconds": round(time.time() - started, 1)}
-    if output_dir:
+              "training": trainer.info, "seconds": round(time.time() - started, 1)}
+    if output_dir and runtime.is_main:
         os.makedirs(output_dir, exist_ok=True)
         if hasattr(model.template, "save_pretrained"):
             model.template.save_pretrained(os.path.join(output_dir, "template"))

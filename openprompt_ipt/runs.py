@@ -49,6 +49,8 @@ def protocol_label(cfg: Dict) -> str:
 
 
 def write_json(path: str, obj) -> None:
+    if int(os.environ.get("RANK", "0")) != 0:  # several processes (torchrun / accelerate): rank 0 writes
+        return
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     tmp = path + ".tmp"
     with open(tmp, "w") as f:

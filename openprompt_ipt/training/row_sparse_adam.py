@@ -61,6 +61,17 @@ class RowSparseAdam(torch.optim.Optimizer):
             state["used"] = need
         return slot_of[rows]
 
+    def load_state_dict(self, state_dict) -> None:
+        """The base class casts every state tensor to the parameter's dtype; the row -> slot map must
+        stay an integer index (and ``step``/``used`` plain ints) for the next step to be exact."""
+        super().load_state_dict(state_dict)
+        for state in self.state.values():
+            if "slot_of" in state:
+                state["slot_of"] = state["slot_of"].long()
+            for key in ("step", "used"):
+                if key in state:
+                    state[key] = int(state[key])
+
     @staticmethod
     def rows_with_state(optimizer) -> int:
         return sum(s.get("used", 0) for s in optimizer.state.values())

@@ -2,14 +2,16 @@
 
 Research code (what a prompt is) lives in templates/generators; this file is engineering only:
 devices, optimizers, accumulation, evaluation each epoch, best-on-dev selection, progress bars.
-It runs on CPU or one GPU and keeps model/optimizer/loader handling in one place so Accelerate can
-drive it later.
+It runs on CPU, one GPU or several processes (``distributed.Runtime``, started by ``accelerate
+launch``), saves resumable checkpoints (``checkpoint.py``) and logs scalars (``logs.py``).
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import random
+import shutil
 from dataclasses import asdict, dataclass, field
 from typing import Dict, List, Optional
 
@@ -19,8 +21,12 @@ import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from ..serialization import trainable_state
+from .checkpoint import Progress, checkpoint_root, latest_checkpoint, load_checkpoint, rng_state, save_checkpoint, set_rng_state
+from .distributed import Runtime, mark_sparse
+from .logs import RunLogger
 from .metrics import METRICS, answer_metrics, classification_metrics
 from .optim import build_optimizers, dense_parameters, linear_warmup, split_counts
+from .row_sparse_adam import RowSparseAdam
 
 FROZEN_PREFIXES = ("prompt_model.plm.", "prompt_model.template.raw_embedding.")
 
@@ -40,6 +46,8 @@ class TrainConfig:
     device: str = "auto"
     seed: int = 42
     show_progress: bool = True
+    checkpoint_every: int = 500   # optimizer steps between mid-epoch checkpoints (0: epoch ends only; -1: none)
+    keep_checkpoints: int = 1     # newest checkpoint directories kept
     history: List[Dict] = field(default_factory=list)
 
     def resolved_device(self) -> torch.device:
@@ -59,33 +67,54 @@ def to_device(batch: Dict, device: torch.device) -> Dict:
 
 
 @torch.no_grad()
-def evaluate(model, loader, device=None, desc: str = "eval", show_progress: bool = True) -> Dict[str, float]:
-    device = device or next(model.parameters()).device
+def evaluate(model, loader, device=None, desc: str = "eval", show_progress: bool = True,
+             runtime: Optional[Runtime] = None) -> Dict[str, float]:
+    """Metrics over ``loader``; with several processes each evaluates its slice of every batch and the
+    outputs are gathered in batch order (disjoint slices: nothing is counted twice)."""
+    device = device or (runtime.device if runtime else next(model.parameters()).device)
     was_training = model.training
     model.eval()
-    labels, preds, groups, loss_sum = [], [], [], 0.0
-    for batch in tqdm(loader, desc=desc, leave=False, disable=not show_progress):
+    parts = []
+    for i, batch in enumerate(tqdm(loader, desc=desc, leave=False, disable=not show_progress)):
+        if runtime is not None:
+            batch, _ = runtime.shard(batch)
+        if len(batch["label"]) == 0:
+            continue
         batch = to_device(batch, device)
-        logits = model(batch)
-        loss_sum += F.cross_entropy(logits, batch["label"], reduction="sum").item()
-        labels += batch["label"].tolist()
-        preds += logits.argmax(-1).tolist()
-        groups += batch.get("group") or []
+        with runtime.autocast() if runtime else contextlib.nullcontext():
+            logits = model(batch).float()
+        parts.append((i, F.cross_entropy(logits, batch["label"], reduction="sum").item(), batch["label"].tolist(),
+                      logits.argmax(-1).tolist(), list(batch.get("group") or [])))
     model.train(was_training)
+    if runtime is not None and runtime.world_size > 1:
+        parts = runtime.gather_objects(parts)
+        order = sorted(range(len(parts)), key=lambda j: parts[j][0])  # stable: rank order within a batch
+        parts = [parts[j] for j in order]
+    labels = [y for p in parts for y in p[2]]
+    preds = [y for p in parts for y in p[3]]
+    groups = [g for p in parts for g in p[4]]
     metrics = classification_metrics(labels, preds)
     if groups:  # answer-level tasks (MultiRC): F1a over answers, EM over questions
         metrics.update(answer_metrics(labels, preds, groups))
-    metrics["loss"] = loss_sum / max(1, len(labels))
+    metrics["loss"] = sum(p[1] for p in parts) / max(1, len(labels))
     return metrics
 
 
+class NonFiniteLoss(FloatingPointError):
+    """The loss became NaN/inf; training stopped and the last checkpoint on disk is the last good one."""
+
+
 class Trainer:
-    def __init__(self, model, config: TrainConfig, output_dir: Optional[str] = None):
+    def __init__(self, model, config: TrainConfig, output_dir: Optional[str] = None,
+                 runtime: Optional[Runtime] = None, run_config: Optional[Dict] = None):
         self.model, self.config, self.output_dir = model, config, output_dir
-        self.device = config.resolved_device()
+        self.runtime = runtime or Runtime(config.resolved_device())
+        self.device = self.runtime.device
+        self.run_config = run_config
         self.model.to(self.device)
         self.best_state: Optional[Dict[str, torch.Tensor]] = None
         self.best_metrics: Optional[Dict[str, float]] = None
+        self.info: Dict = {}
 
     def trainable_state(self) -> Dict[str, torch.Tensor]:
         return trainable_state(self.model, skip=FROZEN_PREFIXES if not self._plm_trainable() else ())
@@ -98,64 +127,164 @@ class Trainer:
         for name, value in state.items():
             params[name].data.copy_(value.to(params[name].device))
 
-    def fit(self, train_loader, dev_loader) -> Dict[str, float]:
-        cfg = self.config
+    def fit(self, train_loader, dev_loader, resume: Optional[str] = None) -> Dict[str, float]:
+        """Train with best-on-dev selection; ``resume``: a checkpoint directory to continue from."""
+        cfg, rt = self.config, self.runtime
+        verbose = cfg.show_progress and rt.is_main
         if len(train_loader) == 0:
             raise ValueError("the training split is empty: check dataset.path and the split sizes")
         if cfg.metric not in METRICS:
             raise ValueError(f"unknown metric '{cfg.metric}': choose one of {list(METRICS)}")
         optimizers = build_optimizers(self.model, cfg.lr_prompt, cfg.lr_head, cfg.lr_plm, cfg.weight_decay)
-        steps_per_epoch = math.ceil(len(train_loader) / cfg.gradient_accumulation_steps)
+        accum = cfg.gradient_accumulation_steps
+        steps_per_epoch = math.ceil(len(train_loader) / accum)
         total = steps_per_epoch * cfg.epochs
         warmup = cfg.warmup_steps or int(cfg.warmup_ratio * total)
         schedulers = linear_warmup(optimizers, warmup, total)
         dense = dense_parameters(optimizers)
+        params = [p for opt in optimizers for g in opt.param_groups for p in g["params"]]
+        mark_sparse([p for opt in optimizers if isinstance(opt, RowSparseAdam) for g in opt.param_groups for p in g["params"]])
+        scaler = rt.grad_scaler()
+        gen = getattr(train_loader, "generator", None)
+        progress, pending_rng = Progress(), None
+        resumed_from = None
+        if resume:
+            ckpt = load_checkpoint(resume)
+            st = ckpt["state"]
+            self.load_state(ckpt["trainable"])
+            for opt, sd in zip(optimizers, st["optimizers"]):
+                opt.load_state_dict(sd)
+            for sched, sd in zip(schedulers, st["schedulers"]):
+                sched.load_state_dict(sd)
+            if scaler is not None and st.get("scaler"):
+                scaler.load_state_dict(st["scaler"])
+            self.best_state, self.best_metrics = ckpt["best"], st["best_metrics"]
+            cfg.history[:] = st["history"]
+            progress = Progress(**st["progress"])
+            if gen is not None and st.get("loader_generator") is not None:
+                gen.set_state(st["loader_generator"])
+            rngs = st["rng"]
+            pending_rng = rngs[rt.rank] if rt.rank < len(rngs) else rngs[0]
+            resumed_from = progress.global_step
+            if verbose:
+                print(f"resuming from {resume}: optimizer step {progress.global_step}, epoch {progress.epoch} "
+                      f"after {progress.batches_done} of {len(train_loader)} batches")
+        elif self.output_dir and rt.is_main and os.path.isdir(checkpoint_root(self.output_dir)):
+            shutil.rmtree(checkpoint_root(self.output_dir))  # a fresh run: no stale checkpoint may outlive it
+        self.info = {"resumed_from_step": resumed_from, "epochs": cfg.epochs, "processes": rt.world_size,
+                     "mixed_precision": rt.mixed_precision}
+        logger = RunLogger(self.output_dir if rt.is_main else None, resume_step=resumed_from, verbose=verbose)
         prompt_n, head_n, plm_n = split_counts(self.model)
-        if cfg.show_progress:
+        if verbose:
             print(f"trainable parameters: prompt {prompt_n:,} | head {head_n:,} | plm {plm_n:,} "
-                  f"| device {self.device} | {total} optimizer steps")
+                  f"| device {self.device} x {rt.world_size} | {total} optimizer steps")
+        step_no = progress.global_step
         self.model.train()
-        for epoch in range(1, cfg.epochs + 1):
-            bar = tqdm(train_loader, desc=f"epoch {epoch}/{cfg.epochs}", leave=False, disable=not cfg.show_progress)
-            running = 0.0
-            for step, batch in enumerate(bar, 1):
-                batch = to_device(batch, self.device)
-                loss = F.cross_entropy(self.model(batch), batch["label"])
-                if not torch.isfinite(loss):
-                    raise FloatingPointError(f"loss became {loss.item()} at epoch {epoch} step {step}: lower the "
-                                             "learning rates (train.lr_prompt / train.lr_head)")
-                (loss / cfg.gradient_accumulation_steps).backward()
-                running += loss.item()
-                if step % cfg.gradient_accumulation_steps == 0 or step == len(train_loader):
-                    if cfg.max_grad_norm and dense:
-                        torch.nn.utils.clip_grad_norm_(dense, cfg.max_grad_norm)
-                    for opt in optimizers:
-                        opt.step()
-                    for sched in schedulers:
-                        sched.step()
-                    for opt in optimizers:
-                        opt.zero_grad(set_to_none=True)
-                bar.set_postfix(loss=f"{running / step:.4f}")
-            dev = evaluate(self.model, dev_loader, self.device, desc="dev", show_progress=cfg.show_progress)
-            record = {"epoch": epoch, "train_loss": running / max(1, len(train_loader)),
-                      **{f"dev_{k}": v for k, v in dev.items()}}
-            cfg.history.append(record)
-            if cfg.metric not in dev:
-                raise ValueError(f"train.metric '{cfg.metric}' is not computed for this task (it reports "
-                                 f"{sorted(k for k in dev if k != 'loss')}); f1a and em need answer groups (multirc)")
-            improved = self.best_metrics is None or dev[cfg.metric] > self.best_metrics[cfg.metric]
-            if improved:
-                self.best_metrics = dev
-                self.best_state = {k: v.clone() for k, v in self.trainable_state().items()}
-                if self.output_dir:
-                    self._save_best()
-            if cfg.show_progress:
-                extra = "".join(f" | dev {k} {dev[k]:.4f}" for k in ("f1a", "em") if k in dev)
-                print(f"epoch {epoch:3d} | train loss {record['train_loss']:.4f} | dev acc {dev['accuracy']:.4f} "
-                      f"| dev macro-F1 {dev['macro_f1']:.4f}{extra}{'  *best' if improved else ''}")
+        try:
+            for epoch in range(progress.epoch, cfg.epochs + 1):
+                first = epoch == progress.epoch
+                skip = progress.batches_done if first else 0
+                running = progress.running_loss if first else 0.0
+                epoch_gen_state = gen.get_state() if gen is not None else None
+                window: List[float] = []  # losses of the micro-batches of the optimizer step in progress
+                if pending_rng is not None and skip == 0:
+                    set_rng_state(pending_rng)
+                    pending_rng = None
+                bar = tqdm(train_loader, desc=f"epoch {epoch}/{cfg.epochs}", leave=False, disable=not verbose,
+                           initial=0)
+                for step, batch in enumerate(bar, 1):
+                    if step <= skip:  # batches of this epoch done before the checkpoint
+                        continue
+                    if pending_rng is not None:
+                        set_rng_state(pending_rng)
+                        pending_rng = None
+                    local, n_global = rt.shard(batch)
+                    loss_value = 0.0
+                    if len(local["label"]):
+                        local = to_device(local, self.device)
+                        with rt.autocast():
+                            logits = self.model(local).float()
+                        if rt.world_size == 1:
+                            loss = F.cross_entropy(logits, local["label"])
+                        else:  # sum over the slice / global batch: all-reduced grads = the global mean's
+                            loss = F.cross_entropy(logits, local["label"], reduction="sum") / n_global
+                        loss_value = loss.item()
+                    loss_value = rt.sum(loss_value)
+                    if not math.isfinite(loss_value):
+                        last = latest_checkpoint(self.output_dir) if self.output_dir else None
+                        raise NonFiniteLoss(
+                            f"loss became {loss_value} at optimizer step {step_no + 1} (epoch {epoch}, batch {step}): "
+                            f"stopped; last good checkpoint: {last or 'none'} (lower train.lr_prompt / train.lr_head)")
+                    if len(local["label"]):
+                        scaled = loss / accum
+                        (scaler.scale(scaled) if scaler is not None else scaled).backward()
+                    running += loss_value
+                    window.append(loss_value)
+                    if step % accum == 0 or step == len(train_loader):
+                        rt.all_reduce_gradients(params)
+                        if scaler is not None:
+                            for opt in optimizers:
+                                scaler.unscale_(opt)
+                        if cfg.max_grad_norm and dense:
+                            torch.nn.utils.clip_grad_norm_(dense, cfg.max_grad_norm)
+                        for opt in optimizers:
+                            scaler.step(opt) if scaler is not None else opt.step()
+                        if scaler is not None:
+                            scaler.update()
+                        lr = optimizers[0].param_groups[0]["lr"]  # the rate this step used
+                        for sched in schedulers:
+                            sched.step()
+                        for opt in optimizers:
+                            opt.zero_grad(set_to_none=True)
+                        step_no += 1
+                        logger.log(step_no, epoch, {"train/loss": sum(window) / len(window), "train/lr": lr})
+                        window = []
+                        if cfg.checkpoint_every and step_no % cfg.checkpoint_every == 0 and step < len(train_loader):
+                            self._checkpoint(optimizers, schedulers, scaler, Progress(epoch, step, step_no, running),
+                                             epoch_gen_state)
+                    bar.set_postfix(loss=f"{running / step:.4f}")
+                dev = evaluate(self.model, dev_loader, self.device, desc="dev", show_progress=verbose, runtime=rt)
+                record = {"epoch": epoch, "train_loss": running / max(1, len(train_loader)),
+                          **{f"dev_{k}": v for k, v in dev.items()}}
+                cfg.history.append(record)
+                logger.log(step_no, epoch, {"train/epoch_loss": record["train_loss"],
+                                            **{f"dev/{k}": v for k, v in dev.items()}})
+                if cfg.metric not in dev:
+                    raise ValueError(f"train.metric '{cfg.metric}' is not computed for this task (it reports "
+                                     f"{sorted(k for k in dev if k != 'loss')}); f1a and em need answer groups (multirc)")
+                improved = self.best_metrics is None or dev[cfg.metric] > self.best_metrics[cfg.metric]
+                if improved:
+                    self.best_metrics = dev
+                    self.best_state = {k: v.clone() for k, v in self.trainable_state().items()}
+                    if self.output_dir and rt.is_main:
+                        self._save_best()
+                self._checkpoint(optimizers, schedulers, scaler, Progress(epoch + 1, 0, step_no, 0.0),
+                                 gen.get_state() if gen is not None else None)
+                if verbose:
+                    extra = "".join(f" | dev {k} {dev[k]:.4f}" for k in ("f1a", "em") if k in dev)
+                    print(f"epoch {epoch:3d} | train loss {record['train_loss']:.4f} | dev acc {dev['accuracy']:.4f} "
+                          f"| dev macro-F1 {dev['macro_f1']:.4f}{extra}{'  *best' if improved else ''}")
+        finally:
+            logger.close()
+        self.info.update(optimizer_steps=step_no,
+                         best_epoch=max(cfg.history, key=lambda r: (r[f"dev_{cfg.metric}"], -r["epoch"]))["epoch"])
         self.load_state(self.best_state)
         return self.best_metrics
 
+    def _checkpoint(self, optimizers, schedulers, scaler, progress: Progress, loader_state) -> None:
+        """Save a resumable checkpoint (main process writes; every process contributes its RNG state)."""
+        if not self.output_dir or self.config.checkpoint_every is None or self.config.checkpoint_every < 0:
+            return
+        rngs = self.runtime.gather_objects([rng_state()])
+        if self.runtime.is_main:
+            state = {"progress": asdict(progress), "optimizers": [o.state_dict() for o in optimizers],
+                     "schedulers": [s.state_dict() for s in schedulers],
+                     "scaler": scaler.state_dict() if scaler is not None else None,
+                     "rng": rngs, "loader_generator": loader_state, "history": list(self.config.history),
+                     "best_metrics": self.best_metrics}
+            save_checkpoint(self.output_dir, self.trainable_state(), self.best_state, state, self.run_config,
+                            keep=self.config.keep_checkpoints)
+        self.runtime.barrier()
     def _save_best(self) -> None:
         from safetensors.torch import save_file
 

@@ -1,0 +1,45 @@
+"""Predict with a trained run: ``python experiments/predict.py --run runs/cb_random_ipt/seed42 --input rows.jsonl``.
+
+Rows are JSON objects in the task's own format (CB: premise, hypothesis; an optional label/idx).
+Writes one JSON line per example: guid, predicted label and the probability of every label.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+import openprompt_ipt  # noqa: E402,F401  (compat shims before openprompt)
+from openprompt_ipt.predict import load_run, read_jsonl  # noqa: E402
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--run", required=True, help="run directory written by experiments/run.py")
+    p.add_argument("--input", required=True, help="JSONL file of rows in the task's format")
+    p.add_argument("--output", default=None, help="JSONL file for the predictions (default: stdout)")
+    p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, ...")
+    args = p.parse_args(argv)
+    try:
+        rows = read_jsonl(args.input)
+        predictions = load_run(args.run, device=args.device).predict(rows)
+    except (ValueError, FileNotFoundError, KeyError, ImportError) as e:
+        print(f"error: {str(e).strip(chr(39) + chr(34))}", file=sys.stderr)
+        return 2
+    lines = "".join(json.dumps(r) + "\n" for r in predictions)
+    if args.output:
+        tmp = args.output + ".tmp"
+        with open(tmp, "w") as f:
+            f.write(lines)
+        os.replace(tmp, args.output)
+        print(f"{len(predictions)} predictions -> {args.output}", file=sys.stderr)
+    else:
+        sys.stdout.write(lines)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,126 @@
+"""Predict with a trained run: its prompt + head loaded onto its PLM (named by the run's config).
+
+``load_run(run_dir)`` reads ``config.json``, loads the backbone from ``plm.model_path``, rebuilds the
+template from ``template/`` (its saved arguments, e.g. the vocab rows a ``vocab_rows: seen`` run kept)
+and the verbalizer from the config, then loads ``best.safetensors`` (every trained parameter of the
+selected epoch: prompt, head, and the PLM when it was fine-tuned). ``Predictor.predict(rows)`` takes
+rows in the task's own format (dicts, e.g. CB ``{"premise", "hypothesis"}``; a label is optional) and
+returns ``{"guid", "label", "probabilities"}`` per example.
+"""
+from __future__ import annotations
+
+import json
+import os
+from typing import Dict, Iterable, List
+
+import torch
+
+KNOWN_EXTRA_FIELDS = ("idx", "label", "guid", "id")
+
+
+class Predictor:
+    def __init__(self, run_dir: str, model, tokenizer, wrapper, cfg: Dict, device):
+        from .data import get_task
+
+        self.run_dir, self.model, self.tokenizer, self.wrapper, self.cfg, self.device = \
+            run_dir, model, tokenizer, wrapper, cfg, device
+        self.task = get_task(cfg["dataset"]["name"])
+        self.labels = list(self.task.labels)
+
+    def examples(self, rows: Iterable[Dict]) -> List:
+        from openprompt.data_utils import InputExample
+
+        rows = list(rows)
+        if not rows:
+            raise ValueError("no input rows: give at least one example")
+        task, out = self.task, []
+        known = set(task.text_a) | set(task.text_b) | set(KNOWN_EXTRA_FIELDS)
+        for i, row in enumerate(rows):
+            if not isinstance(row, dict):
+                raise ValueError(f"input row {i} is {type(row).__name__}, not a JSON object")
+            if task.expand is None:
+                unknown = sorted(set(row) - known)
+                if unknown:
+                    raise ValueError(f"input row {i} has fields {unknown} that task '{task.name}' does not use: it "
+                                     f"reads {list(task.text_a)} (+ {list(task.text_b)}) and optionally {list(KNOWN_EXTRA_FIELDS)}")
+                expanded = [task._fields(row, i)]
+            else:
+                expanded = task.expand(row, i)
+            for guid, text_a, text_b, raw, meta in expanded:
+                label = task.label_id(raw, 0, f"input row {i}") if raw is not None else None
+                out.append(InputExample(guid=str(guid), text_a=text_a, text_b=text_b,
+                                        label=0 if label is None else label, meta=meta))
+        return out
+
+    @torch.no_grad()
+    def predict(self, rows: Iterable[Dict], batch_size: int | None = None) -> List[Dict]:
+        from .data import encode_examples, make_loader
+        from .training.trainer import to_device
+
+        exs = self.examples(rows)
+        feats = encode_examples(exs, self.model.template, self.wrapper, desc="predict")
+        loader = make_loader(feats, batch_size or self.cfg["test"]["batch_size"], self.tokenizer.pad_token_id or 0)
+        self.model.eval()
+        probs = []
+        for batch in loader:
+            probs += torch.softmax(self.model(to_device(batch, self.device)).float(), -1).tolist()
+        return [{"guid": ex.guid, "label": self.labels[max(range(len(p)), key=p.__getitem__)],
+                 "probabilities": {name: round(v, 6) for name, v in zip(self.labels, p)}}
+                for ex, p in zip(exs, probs)]
+
+
+def load_run(run_dir: str, device: str = "cpu") -> Predictor:
+    from openprompt import PromptForClassification
+    from openprompt.prompts import TEMPLATE_CLASS, load_verbalizer
+    from yacs.config import CfgNode
+
+    from .experiment import build_model
+    from .injection import max_positions
+    from .plm import load_backbone
+    from .serialization import load_trainable
+
+    cfg_path, weights = os.path.join(run_dir, "config.json"), os.path.join(run_dir, "best.safetensors")
+    for path in (cfg_path, weights):
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"'{run_dir}' is not a finished run: {os.path.basename(path)} is missing "
+                                    "(train with experiments/run.py --output-dir first)")
+    with open(cfg_path) as f:
+        cfg = json.load(f)
+    from .data import get_task
+
+    labels = list(get_task(cfg["dataset"]["name"]).labels)
+    template_dir = os.path.join(run_dir, "template")
+    if os.path.isdir(template_dir):
+        model, tokenizer, wrapper_class = load_backbone(cfg["plm"]["model_path"])
+        template = TEMPLATE_CLASS[cfg["template"]].from_pretrained(template_dir, model, tokenizer)
+        node = CfgNode({"verbalizer": cfg["verbalizer"],
+                        cfg["verbalizer"]: {"num_classes": len(labels), **(cfg.get(cfg["verbalizer"]) or {})}},
+                       new_allowed=True)
+        verbalizer = load_verbalizer(node, model=model, tokenizer=tokenizer)
+        freeze = bool(cfg["plm"]["freeze"])
+        prompt_model = PromptForClassification(model, template, verbalizer, freeze_plm=freeze, plm_eval_mode=freeze)
+    else:  # templates without save_pretrained: rebuilt from the config alone
+        prompt_model, tokenizer, wrapper_class = build_model(cfg, [], len(labels), labels)
+    load_trainable(prompt_model, weights)
+    n_prefix = getattr(prompt_model.template, "n_prefix", 0)
+    max_len = min(int(cfg["plm"]["max_seq_length"]), max_positions(prompt_model.plm.config) - n_prefix)
+    wrapper = wrapper_class(max_seq_length=max_len, tokenizer=tokenizer, truncate_method="balanced")
+    dev = torch.device(device)
+    prompt_model.to(dev).eval()
+    return Predictor(run_dir, prompt_model, tokenizer, wrapper, cfg, dev)
+
+
+def read_jsonl(path: str) -> List[Dict]:
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"input file '{path}' not found")
+    rows = []
+    with open(path) as f:
+        for n, line in enumerate(f, 1):
+            if line.strip():
+                try:
+                    rows.append(json.loads(line))
+                except json.JSONDecodeError as e:
+                    raise ValueError(f"{path} line {n} is not JSON: {e.msg}") from e
+    if not rows:
+        raise ValueError(f"input file '{path}' has no rows")
+    return rows

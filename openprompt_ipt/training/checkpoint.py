@@ -1,0 +1,148 @@
+"""Resumable checkpoints: only what training changed, written so a kill never leaves half a checkpoint.
+
+Layout (``<run>/checkpoints/``)::
+
+    step-0000012/
+        trainable.safetensors   trained parameters only (prompt, head; the PLM too when it is fine-tuned)
+        best.safetensors        the best-on-dev parameters so far (absent before the first dev evaluation)
+        training_state.pt       optimizer + scheduler (+ fp16 grad scaler) state, RNG states (python,
+                                numpy, torch, cuda; one set per process), the loader generator's state at
+                                the start of the epoch in progress, progress counters, history, best metrics
+        config.json             the resolved experiment config (the PLM is named by plm.model_path, not copied)
+    latest                      the name of the newest complete checkpoint directory
+
+A checkpoint is written into ``.tmp-step-.../`` and renamed; ``latest`` is replaced atomically after
+that, and older directories are removed last. Whatever instant a run dies, ``latest`` names a
+complete checkpoint.
+"""
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+from dataclasses import asdict, dataclass
+from typing import Dict, List, Optional
+
+import numpy as np
+import torch
+
+LATEST = "latest"
+STATE_FILE = "training_state.pt"
+TRAINABLE_FILE = "trainable.safetensors"
+BEST_FILE = "best.safetensors"
+CONFIG_FILE = "config.json"
+
+
+@dataclass
+class Progress:
+    """Where to continue: ``epoch`` (1-based) with ``batches_done`` of its batches already trained."""
+    epoch: int = 1
+    batches_done: int = 0
+    global_step: int = 0
+    running_loss: float = 0.0  # sum of the per-batch losses of the epoch so far (for the epoch's mean)
+
+
+def rng_state() -> Dict:
+    state = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: Dict) -> None:
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def checkpoint_root(run_dir: str) -> str:
+    return os.path.join(run_dir, "checkpoints")
+
+
+def latest_checkpoint(run_dir: str) -> Optional[str]:
+    root = checkpoint_root(run_dir)
+    pointer = os.path.join(root, LATEST)
+    if not os.path.isfile(pointer):
+        return None
+    with open(pointer) as f:
+        path = os.path.join(root, f.read().strip())
+    return path if os.path.isfile(os.path.join(path, STATE_FILE)) else None
+
+
+def save_checkpoint(run_dir: str, trainable: Dict[str, torch.Tensor], best: Optional[Dict[str, torch.Tensor]],
+                    state: Dict, config: Optional[Dict], keep: int = 1) -> str:
+    """Write one checkpoint atomically and point ``latest`` at it; returns its directory."""
+    from safetensors.torch import save_file
+
+    root = checkpoint_root(run_dir)
+    os.makedirs(root, exist_ok=True)
+    name = f"step-{state['progress']['global_step']:07d}"
+    final, tmp = os.path.join(root, name), os.path.join(root, f".tmp-{name}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    os.makedirs(tmp)
+    save_file({k: v.detach().contiguous().cpu() for k, v in trainable.items()}, os.path.join(tmp, TRAINABLE_FILE))
+    if best is not None:
+        save_file({k: v.contiguous().cpu() for k, v in best.items()}, os.path.join(tmp, BEST_FILE))
+    torch.save(state, os.path.join(tmp, STATE_FILE))
+    with open(os.path.join(tmp, CONFIG_FILE), "w") as f:
+        json.dump(config or {}, f, indent=2)
+    if os.path.isdir(final):  # the same step saved twice (epoch end after a step checkpoint): replace it
+        shutil.rmtree(final)
+    os.replace(tmp, final)
+    with open(os.path.join(root, LATEST + ".tmp"), "w") as f:
+        f.write(name)
+    os.replace(os.path.join(root, LATEST + ".tmp"), os.path.join(root, LATEST))
+    steps = sorted(d for d in os.listdir(root) if d.startswith("step-") and os.path.isdir(os.path.join(root, d)))
+    for old in steps[:-max(1, keep)]:
+        if old != name:
+            shutil.rmtree(os.path.join(root, old), ignore_errors=True)
+    return final
+
+
+def load_checkpoint(path: str) -> Dict:
+    """{'trainable', 'best' (or None), 'state', 'config'} of one checkpoint directory."""
+    from safetensors.torch import load_file
+
+    if not os.path.isfile(os.path.join(path, STATE_FILE)):
+        raise FileNotFoundError(f"'{path}' is not a checkpoint (no {STATE_FILE})")
+    best = os.path.join(path, BEST_FILE)
+    with open(os.path.join(path, CONFIG_FILE)) as f:
+        config = json.load(f)
+    return {"trainable": load_file(os.path.join(path, TRAINABLE_FILE)),
+            "best": load_file(best) if os.path.isfile(best) else None,
+            "state": torch.load(os.path.join(path, STATE_FILE), map_location="cpu", weights_only=False),
+            "config": config}
+
+
+def _flatten(d, prefix: str = "") -> Dict[str, object]:
+    out = {}
+    for k, v in (d or {}).items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict) and v:
+            out.update(_flatten(v, key + "."))
+        else:
+            out[key] = v
+    return out
+
+
+def config_differences(saved: Dict, current: Dict) -> List[str]:
+    """'key: saved -> current' for every leaf that differs (lists and tuples compare by value)."""
+    a, b = _flatten(json.loads(json.dumps(saved))), _flatten(json.loads(json.dumps(current)))
+    return [f"{k}: {a.get(k, '<unset>')!r} -> {b.get(k, '<unset>')!r}" for k in sorted(set(a) | set(b))
+            if a.get(k, "<unset>") != b.get(k, "<unset>")]
+
+
+def check_resume_config(checkpoint_dir: str, config: Dict) -> None:
+    with open(os.path.join(checkpoint_dir, CONFIG_FILE)) as f:
+        saved = json.load(f)
+    diff = config_differences(saved, config)
+    if diff:
+        raise ValueError(f"cannot resume from {checkpoint_dir}: the config differs from the one it was trained "
+                         f"with at {'; '.join(diff)} (undo the change, or start a new run with another --output-dir)")
+
+
+def progress_dict(p: Progress) -> Dict:
+    return asdict(p)

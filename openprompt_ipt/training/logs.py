@@ -1,0 +1,85 @@
+"""Run logs: a CSV of scalars per run (always) and TensorBoard scalars when tensorboard is installed.
+
+``<run>/log.csv`` has one row per scalar: ``step,epoch,name,value`` with names ``train/loss`` and
+``train/lr`` (every optimizer step: the mean loss of its micro-batches, the rate it used) and ``train/epoch_loss``,
+``dev/<metric>`` (every epoch end). On resume, rows past the checkpoint's step are dropped first so
+the file reads as if the run had never stopped. TensorBoard event files go to ``<run>/tensorboard``.
+"""
+from __future__ import annotations
+
+import csv
+import os
+from typing import Dict, Optional
+
+CSV_FILE = "log.csv"
+FIELDS = ("step", "epoch", "name", "value")
+
+
+class RunLogger:
+    def __init__(self, run_dir: Optional[str], resume_step: Optional[int] = None, tensorboard: bool = True,
+                 verbose: bool = True):
+        self.path = os.path.join(run_dir, CSV_FILE) if run_dir else None
+        self._file = self._writer = self._tb = None
+        if not self.path:
+            return
+        os.makedirs(run_dir, exist_ok=True)
+        kept = []
+        if resume_step is not None and os.path.isfile(self.path):
+            with open(self.path, newline="") as f:
+                kept = [r for r in csv.DictReader(f) if int(r["step"]) <= resume_step]
+        self._file = open(self.path, "w", newline="")
+        self._writer = csv.DictWriter(self._file, fieldnames=FIELDS)
+        self._writer.writeheader()
+        self._writer.writerows(kept)
+        self._file.flush()
+        if tensorboard:
+            try:
+                from torch.utils.tensorboard import SummaryWriter
+            except ImportError:
+                if verbose:
+                    print("tensorboard is not installed: scalars go to log.csv only (pip install tensorboard)")
+            else:
+                self._tb = SummaryWriter(os.path.join(run_dir, "tensorboard"), purge_step=resume_step)
+
+    def log(self, step: int, epoch: int, scalars: Dict[str, float]) -> None:
+        if self._writer is None:
+            return
+        for name, value in scalars.items():
+            self._writer.writerow({"step": step, "epoch": epoch, "name": name, "value": f"{float(value):.8g}"})
+            if self._tb is not None:
+                self._tb.add_scalar(name, float(value), step)
+        self._file.flush()
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = self._writer = None
+        if self._tb is not None:
+            self._tb.close()
+            self._tb = None
+
+
+def read_log(path: str):
+    with open(path, newline="") as f:
+        return [{"step": int(r["step"]), "epoch": int(r["epoch"]), "name": r["name"], "value": float(r["value"])}
+                for r in csv.DictReader(f)]
+
+
+def format_summary(result: Dict, run_dir: Optional[str]) -> str:
+    """One screen at the end of a run: where things are and what came out."""
+    t = result.get("training", {})
+    best_epoch = t.get("best_epoch")
+    lines = ["=" * 72,
+             f"run summary: {result['dataset']} | {result['strategy']} | {result['backbone']}",
+             f"  steps {t.get('optimizer_steps', '?')} over {t.get('epochs', '?')} epochs | best epoch "
+             f"{best_epoch} | {t.get('processes', 1)} process(es) | mixed precision {t.get('mixed_precision', 'no')}"
+             f"{' | resumed at step ' + str(t['resumed_from_step']) if t.get('resumed_from_step') is not None else ''}",
+             "  dev (selection): " + " ".join(f"{k} {v:.4f}" for k, v in result["best_dev"].items() if k != "loss"),
+             "  test: " + " ".join(f"{k} {v:.4f}" for k, v in result["test"].items() if k != "loss"),
+             f"  time {result.get('seconds', '?')}s"]
+    if run_dir:
+        lines += [f"  run dir {run_dir}: config.json metrics.json best.safetensors template/ log.csv "
+                  f"checkpoints/{' tensorboard/' if os.path.isdir(os.path.join(run_dir, 'tensorboard')) else ''}",
+                  f"  predict: python experiments/predict.py --run {run_dir} --input FILE.jsonl"]
+    lines.append("=" * 72)
+    return "\n".join(lines)

@@ -1,0 +1,118 @@
+"""Checkpoints: a run killed mid-epoch resumes to exactly the uninterrupted result; changed configs,
+NaN losses and the CSV log."""
+import os
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from helpers import build, examples
+from openprompt_ipt.data import encode_examples, make_loader
+from openprompt_ipt.training import NonFiniteLoss, TrainConfig, Trainer
+from openprompt_ipt.training.checkpoint import check_resume_config, latest_checkpoint, load_checkpoint
+from openprompt_ipt.training.logs import read_log
+
+
+class Killed(Exception):
+    pass
+
+
+def tiny_run(bert_factory, out, kill_after=None, resume=None, nan_at=None, epochs=3, **cfg):
+    """A fresh tiny model (same seed each time) trained on 10 examples in batches of 3 (4 batches an epoch,
+    the last one short), with dropout on the logits so the RNG state matters."""
+    torch.manual_seed(0)
+    model, tok = bert_factory()
+    torch.manual_seed(1)
+    pm = build(model, tok, strategy="random", prompt_length=2)
+    exs = examples(10)
+    for e in exs:
+        e.text_a = ("cat " if e.label == 0 else "dog ") + e.text_a
+    from openprompt.plms.mlm import MLMTokenizerWrapper
+
+    wrapper = MLMTokenizerWrapper(max_seq_length=64, tokenizer=tok, truncate_method="balanced")
+    feats = encode_examples(exs, pm.template, wrapper)
+    loader = make_loader(feats, 3, tok.pad_token_id, shuffle=True, generator=torch.Generator().manual_seed(0))
+    dev = make_loader(feats[:6], 6, tok.pad_token_id, sort_by_length=True)
+    forward, calls = pm.forward, [0]
+
+    def noisy_forward(batch):
+        calls[0] += 1
+        if kill_after is not None and calls[0] > kill_after and pm.training:
+            raise Killed()
+        logits = forward(batch)
+        if nan_at is not None and calls[0] == nan_at and pm.training:
+            logits = logits * float("nan")
+        return F.dropout(logits, 0.3, training=pm.training)
+
+    pm.forward = noisy_forward
+    config = TrainConfig(epochs=epochs, lr_prompt=5e-2, lr_head=5e-2, warmup_ratio=0.2, show_progress=False,
+                         device="cpu", **cfg)
+    trainer = Trainer(pm, config, output_dir=str(out), run_config={"seed": 0, "train": {"epochs": epochs}})
+    best = trainer.fit(loader, dev, resume=resume)
+    return trainer, best
+
+
+def _bert_factory(tiny_dir):
+    from conftest import _bert
+
+    return lambda: _bert(tiny_dir)
+
+
+@pytest.mark.parametrize("kill_after", [7, 4])  # mid-epoch 2 (after a step checkpoint) / right after epoch 1
+def test_killed_run_resumes_to_identical_result(tiny_dir, tmp_path, kill_after):
+    make = _bert_factory(tiny_dir)
+    full, full_best = tiny_run(make, tmp_path / "full", checkpoint_every=2)
+    with pytest.raises(Killed):
+        tiny_run(make, tmp_path / "killed", kill_after=kill_after, checkpoint_every=2)
+    ckpt = latest_checkpoint(str(tmp_path / "killed"))
+    assert ckpt is not None
+    progress = load_checkpoint(ckpt)["state"]["progress"]
+    assert (progress["epoch"], progress["batches_done"]) == ((2, 2) if kill_after == 7 else (2, 0))
+    resumed, resumed_best = tiny_run(make, tmp_path / "killed", resume=ckpt, checkpoint_every=2)
+    assert resumed_best == full_best
+    assert resumed.config.history == full.config.history
+    a, b = full.trainable_state(), resumed.trainable_state()
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    # the CSV log of the resumed run reads like the uninterrupted one
+    assert read_log(str(tmp_path / "killed" / "log.csv")) == read_log(str(tmp_path / "full" / "log.csv"))
+
+
+def test_only_the_newest_complete_checkpoint_is_kept(tiny_dir, tmp_path):
+    tiny_run(_bert_factory(tiny_dir), tmp_path / "run", checkpoint_every=1, epochs=3)
+    tiny_run(_bert_factory(tiny_dir), tmp_path / "run", checkpoint_every=1, epochs=2)  # a fresh run replaces them
+    root = tmp_path / "run" / "checkpoints"
+    assert sorted(os.listdir(root)) == ["latest", "step-0000008"]
+    files = sorted(os.listdir(root / "step-0000008"))
+    assert files == ["best.safetensors", "config.json", "trainable.safetensors", "training_state.pt"]
+    ckpt = load_checkpoint(str(root / "step-0000008"))
+    assert not any(k.startswith("prompt_model.plm.") for k in ckpt["trainable"])  # the PLM is not copied
+
+
+def test_csv_log_has_loss_lr_and_dev_metrics(tiny_dir, tmp_path):
+    tiny_run(_bert_factory(tiny_dir), tmp_path / "run", epochs=2)
+    rows = read_log(str(tmp_path / "run" / "log.csv"))
+    names = {r["name"] for r in rows}
+    assert {"train/loss", "train/lr", "train/epoch_loss", "dev/accuracy", "dev/macro_f1", "dev/loss"} <= names
+    assert [r["step"] for r in rows if r["name"] == "train/loss"] == list(range(1, 9))
+    assert [r["epoch"] for r in rows if r["name"] == "dev/accuracy"] == [1, 2]
+    assert all(r["value"] > 0 for r in rows if r["name"] == "train/lr")
+
+
+def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(tiny_dir, tmp_path):
+    with pytest.raises(NonFiniteLoss, match=r"optimizer step 6 \(epoch 2, batch 2\).*step-0000005") as err:
+        tiny_run(_bert_factory(tiny_dir), tmp_path / "run", nan_at=7, checkpoint_every=1)
+    assert "\n" not in str(err.value)
+    ckpt = latest_checkpoint(str(tmp_path / "run"))
+    assert ckpt.endswith("step-0000005")
+    state = load_checkpoint(ckpt)
+    assert all(torch.isfinite(v).all() for v in state["trainable"].values())
+
+
+def test_resume_with_a_changed_config_names_the_keys(tmp_path):
+    from openprompt_ipt.training.checkpoint import CONFIG_FILE
+
+    (tmp_path / CONFIG_FILE).write_text('{"seed": 1, "train": {"lr_prompt": 0.003, "epochs": 3}}')
+    check_resume_config(str(tmp_path), {"seed": 1, "train": {"lr_prompt": 0.003, "epochs": 3}})
+    with pytest.raises(ValueError, match=r"train.epochs: 3 -> 5; train.lr_prompt: 0.003 -> 0.01") as err:
+        check_resume_config(str(tmp_path), {"seed": 1, "train": {"lr_prompt": 0.01, "epochs": 5}})
+    assert "seed" not in str(err.value).split("at ", 1)[1]
