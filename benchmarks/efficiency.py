@@ -227,7 +227,11 @@ def memory_only(args) -> None:
     sync(device)
     if device.type == "cuda":
         print(torch.cuda.max_memory_allocated() / 2 ** 20)
-    else:
+        return
+    try:  # VmHWM is this process's own peak; ru_maxrss also counts the parent's RSS at fork time
+        with open("/proc/self/status") as f:
+            print(next(int(line.split()[1]) for line in f if line.startswith("VmHWM")) / 1024)
+    except (OSError, StopIteration):
         print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
 
 
