@@ -16,8 +16,6 @@ hidden states, so verbalizers see the original positions.
 """
 from __future__ import annotations
 
-import json
-import os
 from typing import Optional
 
 import torch
@@ -27,13 +25,12 @@ from ..generators.layered import INJECTIONS, GeneratorContext, InstanceInputs, m
 from ..generators.registry import GENERATORS
 from ..injection import (INSERT_POSITIONS, InjectionPlan, LayerPromptInjector, insert_index, max_positions,
                          remove_positions, shifted_position_ids, splice)
-from ..serialization import load_trainable, save_trainable
+from .persistence import TrainedTemplateMixin
 
-CONFIG_FILE, WEIGHTS_FILE = "template_config.json", "template.safetensors"
 SECTIONS = ("prefix", "ipt", "idpg")
 
 
-class GeneratedPrefixTemplate(MixedTemplate):
+class GeneratedPrefixTemplate(TrainedTemplateMixin, MixedTemplate):
     registered_inputflag_names = ["soft_token_ids", "loss_ids", "shortenable_ids", "text_part_ids"]
 
     def __init__(self, model, tokenizer, text: Optional[str] = None, generator: str = "prefix",
@@ -87,11 +84,6 @@ class GeneratedPrefixTemplate(MixedTemplate):
         self.text = text
 
     # ---- OpenPrompt hooks -------------------------------------------------------------------
-    def _check_template_format(self):
-        if not any("mask" in d for d in self.text):
-            raise ValueError('template text has no {"mask"}: a masked LM needs one, e.g. '
-                             '\'{"placeholder":"text_a"} It was {"mask"}.\'')
-
     def on_text_set(self):
         super().on_text_set()
         parts = {"text_a": 1, "text_b": 2}
@@ -136,22 +128,3 @@ class GeneratedPrefixTemplate(MixedTemplate):
             outputs = remove_positions(outputs, self._keep)
             self._keep = None
         return outputs
-
-    # ---- reporting and persistence ------------------------------------------------------------
-    def num_trainable_parameters(self) -> int:
-        return sum(p.numel() for n, p in self.named_parameters() if p.requires_grad and not n.startswith("raw_embedding"))
-
-    def save_pretrained(self, directory: str) -> None:
-        """Only what this template trained (safetensors) + the arguments that rebuild it (JSON)."""
-        save_trainable(self, directory, WEIGHTS_FILE, CONFIG_FILE, self.init_config, skip=("raw_embedding",))
-
-    @classmethod
-    def from_pretrained(cls, directory: str, model, tokenizer, **overrides) -> "GeneratedPrefixTemplate":
-        path = os.path.join(directory, CONFIG_FILE)
-        if not os.path.isfile(path):
-            raise FileNotFoundError(f"'{directory}' has no {CONFIG_FILE}: save the template with save_pretrained()")
-        with open(path) as f:
-            config = {**json.load(f), **overrides}
-        template = cls(model, tokenizer, **config)
-        load_trainable(template, os.path.join(directory, WEIGHTS_FILE))
-        return template

@@ -11,8 +11,6 @@ wrapper carries it through truncation and special tokens like any other flag.
 """
 from __future__ import annotations
 
-import json
-import os
 from typing import Optional, Sequence
 
 import torch
@@ -21,13 +19,12 @@ from torch import nn
 
 from ..generators.strategies import STRATEGIES, TOKEN_SOURCES, EncoderIPT, PretrainedIPT
 from ..injection import max_positions, prepend, trim_outputs
-from ..serialization import load_trainable, save_trainable
+from .persistence import TrainedTemplateMixin
 
 STRATEGY_NAMES = ("none",) + tuple(STRATEGIES)
-CONFIG_FILE, WEIGHTS_FILE = "template_config.json", "template.safetensors"
 
 
-class InstanceWiseTemplate(MixedTemplate):
+class InstanceWiseTemplate(TrainedTemplateMixin, MixedTemplate):
     registered_inputflag_names = ["soft_token_ids", "loss_ids", "shortenable_ids", "instance_token_ids"]
 
     def __init__(self, model, tokenizer, text: Optional[str] = None, strategy: str = "random",
@@ -93,11 +90,6 @@ class InstanceWiseTemplate(MixedTemplate):
         self.text = text
 
     # ---- OpenPrompt hooks -------------------------------------------------------------------
-    def _check_template_format(self):
-        if not any("mask" in d for d in self.text):
-            raise ValueError('template text has no {"mask"}: a masked LM needs one, e.g. '
-                             '\'{"placeholder":"text_a"} It was {"mask"}.\'')
-
     def on_text_set(self):
         super().on_text_set()
         self.instance_token_ids = [1 if "placeholder" in d else 0 for d in self.text]
@@ -119,22 +111,3 @@ class InstanceWiseTemplate(MixedTemplate):
 
     def post_processing_outputs(self, outputs):
         return trim_outputs(outputs, self.n_prefix)
-
-    # ---- reporting and persistence ------------------------------------------------------------
-    def num_trainable_parameters(self) -> int:
-        return sum(p.numel() for n, p in self.named_parameters() if p.requires_grad and not n.startswith("raw_embedding"))
-
-    def save_pretrained(self, directory: str) -> None:
-        """Only what this template trained (safetensors) + the arguments that rebuild it (JSON)."""
-        save_trainable(self, directory, WEIGHTS_FILE, CONFIG_FILE, self.init_config, skip=("raw_embedding",))
-
-    @classmethod
-    def from_pretrained(cls, directory: str, model, tokenizer, **overrides) -> "InstanceWiseTemplate":
-        path = os.path.join(directory, CONFIG_FILE)
-        if not os.path.isfile(path):
-            raise FileNotFoundError(f"'{directory}' has no {CONFIG_FILE}: save the template with save_pretrained()")
-        with open(path) as f:
-            config = {**json.load(f), **overrides}
-        template = cls(model, tokenizer, **config)
-        load_trainable(template, os.path.join(directory, WEIGHTS_FILE))
-        return template
