@@ -68,11 +68,12 @@ def parse_override(text: str):
     return path.split("."), yaml.safe_load(value)
 
 
-def load_config(path: str, overrides: Iterable[str] = ()) -> Dict:
+def read_yaml_with_overrides(path: str, overrides: Iterable[str] = (), hint: str = "") -> Dict:
+    """The YAML at ``path`` with ``section.key=value`` overrides applied (values parsed as YAML)."""
     import os
 
     if not os.path.isfile(path):
-        raise FileNotFoundError(f"config file '{path}' not found")
+        raise FileNotFoundError(f"config file '{path}' not found{hint}")
     with open(path) as f:
         raw = yaml.safe_load(f) or {}
     for item in overrides:
@@ -81,6 +82,11 @@ def load_config(path: str, overrides: Iterable[str] = ()) -> Dict:
         for k in keys[:-1]:
             node = node.setdefault(k, {})
         node[keys[-1]] = value
+    return raw
+
+
+def load_config(path: str, overrides: Iterable[str] = ()) -> Dict:
+    raw = read_yaml_with_overrides(path, overrides)
     template_name = raw.get("template", DEFAULTS["template"])
     verbalizer_name = raw.get("verbalizer", DEFAULTS["verbalizer"])
     sections = {template_name: raw.get(template_name, {}), verbalizer_name: raw.get(verbalizer_name, {})}

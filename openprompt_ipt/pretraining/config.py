@@ -5,9 +5,7 @@ from __future__ import annotations
 import os
 from typing import Dict, Iterable
 
-import yaml
-
-from ..config import _merge, parse_override
+from ..config import _merge, read_yaml_with_overrides
 
 DEFAULTS: Dict = {
     "name": "textcnn",          # export folder: exports/<name>-<backbone>
@@ -25,16 +23,7 @@ EMBEDDING_INITS = ("plm", "random")
 
 
 def load_pretrain_config(path: str, overrides: Iterable[str] = ()) -> Dict:
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"config file '{path}' not found (see yamls/pretrain_textcnn.yaml)")
-    with open(path) as f:
-        raw = yaml.safe_load(f) or {}
-    for item in overrides:
-        keys, value = parse_override(item)
-        node = raw
-        for k in keys[:-1]:
-            node = node.setdefault(k, {})
-        node[keys[-1]] = value
+    raw = read_yaml_with_overrides(path, overrides, hint=" (see yamls/pretrain_textcnn.yaml)")
     return validate(_merge(DEFAULTS, raw, "", {}))
 
 
