@@ -37,6 +37,15 @@ def resuming_train(cfg, splits, output_dir, show_progress):
 
 
 def main(argv=None) -> int:
+    from openprompt_ipt.training.distributed import shutdown
+
+    try:
+        return _main(argv)
+    finally:
+        shutdown()
+
+
+def _main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--config", required=True, help="experiment YAML (see yamls/)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE",

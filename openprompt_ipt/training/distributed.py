@@ -166,3 +166,15 @@ def mark_sparse(params: Sequence[torch.nn.Parameter]) -> None:
     still joins its all-gather."""
     for p in params:
         p._ipt_sparse = True
+
+
+def shutdown() -> None:
+    """Leave the process group cleanly at the end of a run: a process that exits while gloo's
+    threads still run is aborted ("terminate called without an active exception", SIGABRT)."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        try:
+            dist.barrier()
+        finally:
+            dist.destroy_process_group()
