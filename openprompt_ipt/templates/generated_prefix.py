@@ -121,6 +121,21 @@ class GeneratedPrefixTemplate(TrainedTemplateMixin, MixedTemplate):
                                             hidden_mode=self.hidden_mode))
         return batch
 
+    def prompt_vectors(self, batch) -> torch.Tensor:
+        """The (B, t, H) vectors an ``injection: input`` template splices into the input embeddings
+        (the generator's slot 0). Only input injection has them in the word embedding space: kv / hidden
+        prompts are per-layer keys, values or hidden states, so those raise ``ValueError``."""
+        if self.injection != "input":
+            raise ValueError(f"injection '{self.injection}' puts its prompts into the layers, not the input embeddings: "
+                             "only injection 'input' has input-space prompt vectors")
+        parts = batch["text_part_ids"] if "text_part_ids" in batch else None
+        content = parts > 0 if parts is not None else batch["attention_mask"].bool()
+        state = self.generator.begin(InstanceInputs(batch["input_ids"], batch["attention_mask"], content))
+        return self.generator.slot(state, 0)
+
+    def prompt_position_names(self) -> list:
+        return [f"prompt {i + 1}" for i in range(self.generator.n_positions)]
+
     def post_processing_outputs(self, outputs):
         if self.injector is not None:
             self.injector.disarm()

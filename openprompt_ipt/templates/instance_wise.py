@@ -96,18 +96,33 @@ class InstanceWiseTemplate(TrainedTemplateMixin, MixedTemplate):
         if self.num_soft_token == 0:  # MixedTemplate always makes a 1-row table; nothing uses it here
             self.soft_embedding.weight.requires_grad_(False)
 
-    def process_batch(self, batch):
-        input_ids = batch["input_ids"]
-        batch = super().process_batch(batch)  # hard + {"soft"} tokens -> inputs_embeds
+    def prompt_vectors(self, batch) -> Optional[torch.Tensor]:
+        """The (B, n_prefix, H) vectors ``process_batch`` puts before the text, in the input embedding
+        space: ``task_prompt_length`` task-level vectors (the same for every example), then the
+        ``prompt_length`` instance vectors G(x). ``None`` when the template has no prompt positions.
+        Reads ``input_ids``, ``attention_mask`` and ``instance_token_ids`` (when present) of ``batch``."""
         if self.n_prefix == 0:
-            return batch
+            return None
+        input_ids = batch["input_ids"]
         parts = []
         if self.task_prompt is not None:
             parts.append(self.task_prompt.unsqueeze(0).expand(input_ids.size(0), -1, -1))
         if self.generator is not None:
             content = batch["instance_token_ids"] == 1 if "instance_token_ids" in batch else batch["attention_mask"].bool()
             parts.append(self.generator(input_ids, content, batch["attention_mask"]))
-        return prepend(batch, torch.cat(parts, dim=1), limit=self.position_limit)
+        return torch.cat(parts, dim=1)
+
+    def prompt_position_names(self) -> list:
+        """One name per row of ``prompt_vectors``: ``task 1..``, then ``instance 1..``."""
+        return ([f"task {i + 1}" for i in range(self.task_prompt_length)]
+                + [f"instance {i + 1}" for i in range(self.prompt_length)])
+
+    def process_batch(self, batch):
+        prompts = self.prompt_vectors(batch)  # before MixedTemplate replaces input_ids by inputs_embeds
+        batch = super().process_batch(batch)  # hard + {"soft"} tokens -> inputs_embeds
+        if prompts is None:
+            return batch
+        return prepend(batch, prompts, limit=self.position_limit)
 
     def post_processing_outputs(self, outputs):
         return trim_outputs(outputs, self.n_prefix)

@@ -1,0 +1,91 @@
+"""Nearest vocabulary tokens of a trained run's prompt vectors (IPT §5.4 / Table 4 case study):
+
+    python experiments/nearest_tokens.py --run runs/cb_random_ipt/seed42 --input rows.jsonl --top-k 5
+
+Rows are JSON objects in the task's own format (CB: premise, hypothesis; an optional label/idx). For
+each example and each prompt vector the run puts into the input (instance_wise: task prompt + instance
+prompt; generated_prefix with injection: input), prints the top-k tokens whose input word embeddings
+are nearest by cosine similarity (special and [unused*] tokens skipped). Markdown to stdout by
+default; --output writes .md (markdown) or .json.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import logging
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+import openprompt_ipt  # noqa: E402,F401  (compat shims before openprompt)
+from openprompt_ipt.analysis.nearest_tokens import format_markdown, nearest_tokens_for_run  # noqa: E402
+from openprompt_ipt.predict import load_run, read_jsonl  # noqa: E402
+
+
+def positive_int(text):
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got '{text}'")
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
+@contextlib.contextmanager
+def quiet_loading():
+    """No weight-loading progress bars or label-word warnings: the output is the report, or one error line."""
+    from transformers.utils import logging as hf_logging
+
+    verbosity, bars = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    logging.disable(logging.WARNING)
+    try:
+        yield
+    finally:
+        logging.disable(logging.NOTSET)
+        hf_logging.set_verbosity(verbosity)
+        if bars:
+            hf_logging.enable_progress_bar()
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--run", required=True, help="run directory written by experiments/run.py")
+    p.add_argument("--input", required=True, help="JSONL file of rows in the task's format")
+    p.add_argument("--top-k", type=positive_int, default=5, help="tokens per prompt vector (default 5)")
+    p.add_argument("--max-examples", type=positive_int, default=None, help="only the first N rows of --input")
+    p.add_argument("--output", default=None, help="write here instead of stdout: .md (markdown) or .json")
+    p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, ...")
+    args = p.parse_args(argv)
+    try:
+        if args.output and os.path.splitext(args.output)[1].lower() not in (".md", ".json"):
+            raise ValueError(f"--output '{args.output}' must end in .md or .json")
+        if not os.path.isdir(args.run):
+            raise FileNotFoundError(f"run directory '{args.run}' not found")
+        rows = read_jsonl(args.input)
+        if args.max_examples:
+            rows = rows[:args.max_examples]
+        with quiet_loading():
+            report = nearest_tokens_for_run(load_run(args.run, device=args.device), rows, top_k=args.top_k)
+    except (ValueError, FileNotFoundError, KeyError, ImportError) as e:
+        print(f"error: {str(e).strip(chr(39) + chr(34))}", file=sys.stderr)
+        return 2
+    as_json = bool(args.output) and args.output.lower().endswith(".json")
+    text = json.dumps(report, indent=2, ensure_ascii=False) + "\n" if as_json else format_markdown(report)
+    if args.output:
+        tmp = args.output + ".tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, args.output)
+        print(f"{len(report['examples'])} examples -> {args.output}", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

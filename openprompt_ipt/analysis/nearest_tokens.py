@@ -1,0 +1,186 @@
+"""Nearest vocabulary tokens of generated prompt vectors (IPT §5.4, Table 4 case study).
+
+Each prompt vector a run puts into the input sequence lives in the PLM's input word-embedding space,
+so it can be read through the tokens whose embeddings (``model.get_input_embeddings().weight``) are
+nearest to it by cosine similarity. That holds for ``template: instance_wise`` (task prompt + instance
+prompt G(x); ``strategy: none`` is plain Prompt Tuning) and ``generated_prefix`` with
+``injection: input``; kv / hidden prompts are per-layer keys, values or hidden states, not word
+embeddings, and are refused with :data:`INPUT_SPACE_ERROR`.
+
+The pure helpers (:func:`excluded_token_mask`, :func:`cosine_top_k`, :func:`format_markdown`) need no
+run; :func:`nearest_tokens_for_run` ties them to a :class:`openprompt_ipt.predict.Predictor`.
+"""
+from __future__ import annotations
+
+import re
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+
+import torch
+
+INPUT_SPACE_ERROR = ("nearest-token analysis needs prompts in the input embedding space "
+                     "(template instance_wise, or generated_prefix with injection: input)")
+
+# vocabulary entries that are placeholders, not words: BERT's [unused17], fairseq's madeupword0001, <unused3>
+_PLACEHOLDER = re.compile(r"^(\[unused\d+\]|<unused\d*>|madeupword\d+)$")
+
+
+def excluded_token_mask(tokenizer, vocab_size: int) -> torch.Tensor:
+    """(vocab_size,) bool, True for rows no nearest-token list should show: special tokens ([PAD], [CLS],
+    <s>, <mask>, ...), unused / placeholder entries, and embedding rows beyond the tokenizer's vocabulary."""
+    mask = torch.zeros(vocab_size, dtype=torch.bool)
+    n = min(len(tokenizer), vocab_size)
+    mask[n:] = True
+    for i in getattr(tokenizer, "all_special_ids", []) or []:
+        if i is not None and 0 <= i < vocab_size:
+            mask[i] = True
+    for i, tok in enumerate(tokenizer.convert_ids_to_tokens(list(range(n)))):
+        if tok is None or _PLACEHOLDER.match(tok):
+            mask[i] = True
+    return mask
+
+
+def cosine_top_k(vectors: torch.Tensor, embeddings: torch.Tensor, k: int,
+                 exclude: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Top-``k`` rows of ``embeddings`` (V, H) by cosine similarity to each of ``vectors`` (N, H).
+
+    ``exclude`` is a (V,) bool mask of rows never returned. Returns ``(scores, ids)``, both (N, k),
+    best first. A zero vector has cosine 0 to every row."""
+    if vectors.dim() != 2 or embeddings.dim() != 2 or vectors.size(1) != embeddings.size(1):
+        raise ValueError(f"vectors {tuple(vectors.shape)} and embeddings {tuple(embeddings.shape)} "
+                         "must be (N, H) and (V, H) with the same H")
+    allowed = embeddings.size(0) - (int(exclude.sum()) if exclude is not None else 0)
+    if int(k) < 1:
+        raise ValueError(f"top-k must be at least 1, got {k}")
+    if int(k) > allowed:
+        raise ValueError(f"top-k {k} is more than the {allowed} vocabulary rows left after skipping special tokens")
+    v = torch.nn.functional.normalize(vectors.detach().float(), dim=-1)
+    e = torch.nn.functional.normalize(embeddings.detach().float().to(v.device), dim=-1)
+    sims = v @ e.T
+    if exclude is not None:
+        sims = sims.masked_fill(exclude.to(sims.device).unsqueeze(0), float("-inf"))
+    scores, ids = sims.topk(int(k), dim=-1)
+    return scores, ids
+
+
+def _prompt_source(template) -> str:
+    name = type(template).__name__
+    if not hasattr(template, "prompt_vectors"):
+        raise ValueError(f"{INPUT_SPACE_ERROR}; this run's template is {name}, which generates no prompt vectors")
+    injection = getattr(template, "injection", None)
+    if injection is not None and injection != "input":
+        raise ValueError(f"{INPUT_SPACE_ERROR}; this run's template is generated_prefix with injection: {injection}")
+    if getattr(template, "n_prefix", 1) == 0:
+        raise ValueError(f"{INPUT_SPACE_ERROR}; this run's template has no prompt positions "
+                         "(strategy none with task_prompt_length 0)")
+    if injection is not None:
+        return f"generated_prefix (generator {template.generator_name}, injection input, {template.generator.n_positions} vectors)"
+    return (f"instance_wise (strategy {template.strategy}, {template.task_prompt_length} task + "
+            f"{template.prompt_length} instance vectors)")
+
+
+@torch.no_grad()
+def prompt_vectors_for_rows(predictor, rows: Iterable[Dict], batch_size: Optional[int] = None):
+    """``(examples, vectors, names)`` for rows in the task's format: the InputExamples, the (N, P, H)
+    prompt vectors the run's template generates for them (eval mode), and the P position names."""
+    from ..data import encode_examples, make_loader
+    from ..training.trainer import to_device
+
+    template = predictor.model.template
+    _prompt_source(template)
+    exs = predictor.examples(rows)
+    feats = encode_examples(exs, template, predictor.wrapper, desc="nearest tokens")
+    loader = make_loader(feats, batch_size or predictor.cfg["test"]["batch_size"], predictor.tokenizer.pad_token_id or 0)
+    predictor.model.eval()
+    out = [template.prompt_vectors(to_device(batch, predictor.device)).float().cpu() for batch in loader]
+    return exs, torch.cat(out, dim=0), template.prompt_position_names()
+
+
+def nearest_tokens_for_run(predictor, rows: Sequence[Dict], top_k: int = 5,
+                           batch_size: Optional[int] = None) -> Dict:
+    """Per example and prompt position, the ``top_k`` nearest vocabulary tokens (cosine to the PLM's
+    input word embeddings, special / unused tokens skipped), with the run's prediction. JSON-ready."""
+    rows = list(rows)
+    template = predictor.model.template
+    source = _prompt_source(template)
+    if int(top_k) < 1:
+        raise ValueError(f"--top-k must be at least 1, got {top_k}")
+    exs, vectors, names = prompt_vectors_for_rows(predictor, rows, batch_size)
+    embeddings = predictor.model.plm.get_input_embeddings().weight.detach().float().cpu()
+    exclude = excluded_token_mask(predictor.tokenizer, embeddings.size(0))
+    n, p, h = vectors.shape
+    scores, ids = cosine_top_k(vectors.reshape(n * p, h), embeddings, top_k, exclude)
+    scores, ids = scores.reshape(n, p, -1), ids.reshape(n, p, -1)
+    norms = vectors.norm(dim=-1)
+    predictions = predictor.predict(rows, batch_size)
+    tokens = predictor.tokenizer.convert_ids_to_tokens(ids.reshape(-1).tolist())
+    tokens = [tokens[i:i + top_k] for i in range(0, len(tokens), top_k)]
+    examples = []
+    for e, (ex, pred) in enumerate(zip(exs, predictions)):
+        prompts = []
+        for j, name in enumerate(names):
+            row = tokens[e * p + j]
+            prompts.append({"position": name, "norm": round(float(norms[e, j]), 4),
+                            "tokens": [{"token": t, "id": int(i), "cosine": round(float(s), 4)}
+                                       for t, i, s in zip(row, ids[e, j].tolist(), scores[e, j].tolist())]})
+        examples.append({"guid": ex.guid, "text_a": ex.text_a, "text_b": ex.text_b,
+                         "gold": predictor.labels[ex.label] if _has_label(rows, e, exs) else None,
+                         "prediction": pred["label"], "prompts": prompts})
+    kept = embeddings[~exclude]
+    return {"run": predictor.run_dir, "task": predictor.task.name, "prompts": source,
+            "backbone": predictor.cfg["plm"]["model_path"], "top_k": int(top_k),
+            "embedding_norm_mean": round(float(kept.norm(dim=-1).mean()), 4),
+            "skipped_tokens": int(exclude.sum()), "examples": examples}
+
+
+def _has_label(rows: Sequence[Dict], e: int, exs: Sequence) -> bool:
+    """Whether example ``e`` came from a row with a label (only then is its gold label shown)."""
+    return len(rows) == len(exs) and isinstance(rows[e], dict) and rows[e].get("label") is not None
+
+
+def _cell(text: str) -> str:
+    text = str(text).replace("\n", " ").replace("|", "\\|")
+    return f"``{text}``" if "`" in text else f"`{text}`"
+
+
+def _quote(text: Optional[str]) -> str:
+    return " ".join(str(text).split()).replace("|", "\\|") if text else ""
+
+
+def format_markdown(report: Dict) -> str:
+    """A markdown section per example: its text, gold / predicted label, and a table whose rows are the
+    prompt positions and whose columns are the top-k tokens with their cosine scores."""
+    k = report["top_k"]
+    lines = ["# Nearest vocabulary tokens of the prompt vectors", "",
+             f"- run: `{report['run']}` (task {report['task']}, backbone `{report['backbone']}`)",
+             f"- prompts: {report['prompts']}",
+             f"- top-{k} tokens by cosine similarity to the PLM's input word embeddings; "
+             f"{report['skipped_tokens']} special / unused rows skipped",
+             f"- norm: the prompt vector's L2 norm (mean word-embedding norm: {report['embedding_norm_mean']:.3f})", ""]
+    for n, ex in enumerate(report["examples"], 1):
+        lines += [f"## Example {n} (guid {ex['guid']})", ""]
+        lines.append(f"> **text_a:** {_quote(ex['text_a'])}")
+        if ex.get("text_b"):
+            lines += [">", f"> **text_b:** {_quote(ex['text_b'])}"]
+        label = f"predicted **{ex['prediction']}**"
+        if ex.get("gold") is not None:
+            label += f", gold **{ex['gold']}**"
+        lines += ["", label, "",
+                  "| position | norm | " + " | ".join(str(i) for i in range(1, k + 1)) + " |",
+                  "|---|---:|" + "---|" * k]
+        for pr in ex["prompts"]:
+            cells = [f"{_cell(t['token'])} {t['cosine']:.3f}" for t in pr["tokens"]]
+            lines.append(f"| {pr['position']} | {pr['norm']:.3f} | " + " | ".join(cells) + " |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def distinct_token_lists(report: Dict, position_prefix: str = "") -> List[Tuple]:
+    """The distinct nearest-token lists across examples (positions whose name starts with
+    ``position_prefix``): one entry when every example got the same prompt."""
+    seen = []
+    for ex in report["examples"]:
+        key = tuple(tuple(t["id"] for t in pr["tokens"]) for pr in ex["prompts"]
+                    if pr["position"].startswith(position_prefix))
+        if key not in seen:
+            seen.append(key)
+    return seen

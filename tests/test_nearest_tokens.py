@@ -1,0 +1,207 @@
+"""Nearest-token analysis (IPT §5.4): cosine top-k, special tokens skipped, per-instance prompts read
+out of tiny trained runs, and the CLI's errors."""
+import json
+import os
+
+import pytest
+import torch
+
+from test_predict_and_runs import load_script, tiny_cfg, tiny_model_dir  # noqa: F401  (fixture)
+from test_training import write_cb
+
+from openprompt_ipt.analysis.nearest_tokens import (INPUT_SPACE_ERROR, cosine_top_k, distinct_token_lists,
+                                                    excluded_token_mask, format_markdown, nearest_tokens_for_run)
+
+TEXT = '{"placeholder":"text_a"} question: {"placeholder":"text_b"} ? {"mask"} .'
+ROWS = [{"premise": "the cat sat on the mat", "hypothesis": "it sat"},
+        {"premise": "music is art", "hypothesis": "they think so"}]
+
+
+# ---- pure helpers ------------------------------------------------------------------------------
+def test_cosine_top_k_returns_the_equal_row_first_with_score_one():
+    torch.manual_seed(0)
+    emb = torch.randn(20, 8)
+    scores, ids = cosine_top_k(emb[[7, 3]] * 2.5, emb, k=4)  # scale does not change cosine
+    assert ids[:, 0].tolist() == [7, 3]
+    assert scores[:, 0].tolist() == pytest.approx([1.0, 1.0], abs=1e-5)
+    # the rest is sorted and equals a brute-force cosine ranking
+    ref = torch.nn.functional.cosine_similarity(emb[7].unsqueeze(0), emb, dim=-1)
+    assert ids[0].tolist() == ref.topk(4).indices.tolist()
+    assert scores[0].tolist() == pytest.approx(ref.topk(4).values.tolist(), abs=1e-5)
+    # hand-made: e0 = x axis, e1 = y axis, e2 = diagonal
+    emb = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
+    scores, ids = cosine_top_k(torch.tensor([[3.0, 0.1]]), emb, k=3)
+    assert ids[0].tolist() == [0, 2, 1]
+    with pytest.raises(ValueError, match="top-k 4 is more than the 3"):
+        cosine_top_k(torch.ones(1, 2), emb, k=4)
+
+
+def test_excluded_rows_are_never_returned(bert):
+    _, tok = bert
+    emb = torch.randn(len(tok) + 3, 4)  # three embedding rows beyond the tokenizer's vocabulary
+    exclude = excluded_token_mask(tok, emb.size(0))
+    special = tok.convert_tokens_to_ids(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"])
+    assert exclude[special].all() and exclude[len(tok):].all()
+    assert int(exclude.sum()) == len(special) + 3
+    query = emb[special + [len(tok)]]  # each query equals an excluded row
+    scores, ids = cosine_top_k(query, emb, k=3, exclude=exclude)
+    assert not set(ids.flatten().tolist()) & (set(special) | {len(tok), len(tok) + 1, len(tok) + 2})
+    assert (scores < 0.9999).all()
+    scores, ids = cosine_top_k(query, emb, k=3)  # without the mask they come first
+    assert ids[:, 0].tolist() == special + [len(tok)]
+
+
+def test_unused_placeholder_tokens_are_excluded():
+    class Tok:
+        all_special_ids = [0]
+        vocab = ["[PAD]", "[unused0]", "[unused12]", "<unused3>", "madeupword0001", "cat", "unused"]
+
+        def __len__(self):
+            return len(self.vocab)
+
+        def convert_ids_to_tokens(self, ids):
+            return [self.vocab[i] for i in ids]
+
+    assert excluded_token_mask(Tok(), 7).tolist() == [True, True, True, True, True, False, False]
+
+
+# ---- tiny trained runs -------------------------------------------------------------------------
+def train(model_dir, tmp_path_factory, name, template, section, epochs=1):
+    from openprompt_ipt.config import DEFAULTS, _merge
+    from openprompt_ipt.experiment import run_experiment
+
+    base = tmp_path_factory.mktemp(name)
+    data = write_cb(base / "CB")
+    cfg = tiny_cfg(model_dir, data, epochs=epochs)
+    if template != "instance_wise":
+        raw = {k: v for k, v in cfg.items() if k != "instance_wise"}
+        raw.update(template=template, **{template: section})
+        cfg = _merge(DEFAULTS, raw, "", {template: section, "soft_verbalizer": cfg["soft_verbalizer"]})
+    else:
+        cfg["instance_wise"] = {"text": TEXT, **section}
+    out = str(base / "run")
+    run_experiment(cfg, output_dir=out, show_progress=False)
+    return out
+
+
+@pytest.fixture(scope="module")
+def runs(tiny_model_dir, tmp_path_factory):  # noqa: F811
+    return {
+        "random": train(tiny_model_dir, tmp_path_factory, "random", "instance_wise",
+                        {"strategy": "random", "prompt_length": 3, "task_prompt_length": 2}),
+        "none": train(tiny_model_dir, tmp_path_factory, "none", "instance_wise",
+                      {"strategy": "none", "task_prompt_length": 3}),
+        "kv": train(tiny_model_dir, tmp_path_factory, "kv", "generated_prefix",
+                    {"text": TEXT, "generator": "prefix", "injection": "kv", "prompt_length": 2}),
+        "input": train(tiny_model_dir, tmp_path_factory, "input", "generated_prefix",
+                       {"text": TEXT, "generator": "ipt_random", "injection": "input", "prompt_length": 3}),
+    }
+
+
+def test_random_ipt_gives_each_input_its_own_tokens_and_prompt_tuning_does_not(runs):
+    from openprompt_ipt.predict import load_run
+
+    predictor = load_run(runs["random"])
+    report = nearest_tokens_for_run(predictor, ROWS, top_k=4)
+    assert [p["position"] for p in report["examples"][0]["prompts"]] == \
+        ["task 1", "task 2", "instance 1", "instance 2", "instance 3"]
+    assert len(distinct_token_lists(report, "instance")) == 2  # G(x) differs between the two inputs
+    assert len(distinct_token_lists(report, "task")) == 1      # the task prompt is shared
+    tok = predictor.tokenizer
+    specials = set(tok.all_special_ids)
+    for ex in report["examples"]:
+        for pr in ex["prompts"]:
+            assert len(pr["tokens"]) == 4 and not specials & {t["id"] for t in pr["tokens"]}
+            cos = [t["cosine"] for t in pr["tokens"]]
+            assert cos == sorted(cos, reverse=True) and all(-1 <= c <= 1 for c in cos)
+            assert [t["token"] for t in pr["tokens"]] == tok.convert_ids_to_tokens([t["id"] for t in pr["tokens"]])
+    # the listed vectors are exactly what the model prepends to the input
+    from openprompt_ipt.analysis.nearest_tokens import prompt_vectors_for_rows
+
+    exs, vectors, names = prompt_vectors_for_rows(predictor, ROWS)
+    task = predictor.model.template.task_prompt.detach()
+    assert torch.allclose(vectors[0, :2], task) and torch.allclose(vectors[1, :2], task)
+    emb = predictor.model.plm.get_input_embeddings().weight.detach()
+    first = report["examples"][0]["prompts"][2]["tokens"][0]
+    expected = torch.nn.functional.cosine_similarity(vectors[0, 2], emb[first["id"]], dim=0)
+    assert first["cosine"] == pytest.approx(float(expected), abs=1e-3)
+
+    same = nearest_tokens_for_run(load_run(runs["none"]), ROWS, top_k=4)
+    assert [p["position"] for p in same["examples"][0]["prompts"]] == ["task 1", "task 2", "task 3"]
+    assert len(distinct_token_lists(same)) == 1
+    md = format_markdown(same)
+    assert "strategy none" in md and "the cat sat on the mat" in md and "| task 3 |" in md
+
+
+def test_instance_prompt_vectors_equal_what_process_batch_prepends(runs):
+    from openprompt_ipt.data import encode_examples, make_loader
+    from openprompt_ipt.predict import load_run
+
+    predictor = load_run(runs["random"])
+    template = predictor.model.template
+    feats = encode_examples(predictor.examples(ROWS), template, predictor.wrapper)
+    batch = next(iter(make_loader(feats, 2, predictor.tokenizer.pad_token_id)))
+    with torch.no_grad():
+        vectors = template.prompt_vectors(dict(batch))
+        embeds = template.process_batch(dict(batch))["inputs_embeds"]
+    assert vectors.shape == (2, 5, embeds.size(-1))
+    assert torch.equal(embeds[:, :5], vectors)
+    assert not torch.allclose(vectors[0, 2:], vectors[1, 2:])
+
+
+def test_generated_prefix_input_injection_is_analysed(runs):
+    from openprompt_ipt.predict import load_run
+
+    report = nearest_tokens_for_run(load_run(runs["input"]), ROWS, top_k=2)
+    assert "injection input" in report["prompts"]
+    assert [p["position"] for p in report["examples"][0]["prompts"]] == [f"prompt {i}" for i in range(1, 7)]  # 3 task + 3 instance
+    assert len(distinct_token_lists(report)) == 2
+
+
+def test_cli_markdown_json_and_errors(runs, tmp_path, capsys):
+    cli = load_script("nearest_tokens")
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text("".join(json.dumps(r) + "\n" for r in ROWS + [dict(ROWS[0], label="neutral")]))
+
+    assert cli.main(["--run", runs["random"], "--input", str(rows), "--top-k", "3", "--max-examples", "2"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("## Example") == 2 and "| instance 3 |" in out and "music is art" in out
+
+    out_json = tmp_path / "out.json"
+    assert cli.main(["--run", runs["random"], "--input", str(rows), "--output", str(out_json)]) == 0
+    report = json.loads(out_json.read_text())
+    assert len(report["examples"]) == 3 and report["top_k"] == 5
+    assert report["examples"][2]["gold"] == "neutral" and report["examples"][0]["gold"] is None
+    assert not os.path.exists(str(out_json) + ".tmp")
+    out_md = tmp_path / "out.md"
+    assert cli.main(["--run", runs["none"], "--input", str(rows), "--output", str(out_md)]) == 0
+    assert out_md.read_text().startswith("# Nearest vocabulary tokens")
+    capsys.readouterr()
+
+    def fails(args, message, output=None):
+        target = tmp_path / (output or "never.md")
+        assert cli.main(list(args) + ["--output", str(target)]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("error: ") and message in err[0], err
+        assert not target.exists() and not os.path.exists(str(target) + ".tmp")
+
+    fails(["--run", runs["kv"], "--input", str(rows)], INPUT_SPACE_ERROR)
+    fails(["--run", runs["kv"], "--input", str(rows)], "injection: kv")
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("\n")
+    fails(["--run", runs["random"], "--input", str(empty)], "has no rows")
+    fails(["--run", str(tmp_path / "nope"), "--input", str(rows)], "run directory")
+    unknown = tmp_path / "unknown.jsonl"
+    unknown.write_text(json.dumps({"premise": "a cat", "hypothesis": "a dog", "colour": "red"}) + "\n")
+    fails(["--run", runs["random"], "--input", str(unknown)], "fields ['colour']")
+    fails(["--run", runs["random"], "--input", str(rows)], "must end in .md or .json", output="out.txt")
+
+
+def test_kv_injection_is_refused_by_the_library(runs):
+    from openprompt_ipt.predict import load_run
+
+    predictor = load_run(runs["kv"])
+    with pytest.raises(ValueError, match="needs prompts in the input embedding space"):
+        nearest_tokens_for_run(predictor, ROWS)
+    with pytest.raises(ValueError, match="injection 'kv'"):
+        predictor.model.template.prompt_vectors({})
