@@ -10,7 +10,8 @@ from test_predict_and_runs import load_script, tiny_cfg, tiny_model_dir  # noqa:
 from test_training import write_cb
 
 from openprompt_ipt.analysis.nearest_tokens import (INPUT_SPACE_ERROR, cosine_top_k, distinct_token_lists,
-                                                    excluded_token_mask, format_markdown, nearest_tokens_for_run)
+                                                    excluded_token_mask, format_markdown, nearest_input_tokens,
+                                                    nearest_tokens_for_run)
 
 TEXT = '{"placeholder":"text_a"} question: {"placeholder":"text_b"} ? {"mask"} .'
 ROWS = [{"premise": "the cat sat on the mat", "hypothesis": "it sat"},
@@ -34,6 +35,15 @@ def test_cosine_top_k_returns_the_equal_row_first_with_score_one():
     assert ids[0].tolist() == [0, 2, 1]
     with pytest.raises(ValueError, match="top-k 4 is more than the 3"):
         cosine_top_k(torch.ones(1, 2), emb, k=4)
+
+
+def test_nearest_input_tokens_ranks_the_examples_own_tokens():
+    emb = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0], [-1.0, 0.0]])
+    prompts = torch.tensor([[0.0, 2.0], [5.0, 0.1]])  # position 0 ~ token 1, position 1 ~ token 0
+    near = nearest_input_tokens(prompts, emb, [3, 0, 1, 0, 2], k=3)  # token 3 is ranked last, 0 counted once
+    assert [(i, j) for i, _, j in near] == [(1, 0), (0, 1), (2, 1)]
+    assert near[0][1] == pytest.approx(1.0) and near[1][1] < 1.0
+    assert nearest_input_tokens(prompts, emb, [], k=3) == []
 
 
 def test_excluded_rows_are_never_returned(bert):
@@ -107,6 +117,11 @@ def test_random_ipt_gives_each_input_its_own_tokens_and_prompt_tuning_does_not(r
         ["task 1", "task 2", "instance 1", "instance 2", "instance 3"]
     assert len(distinct_token_lists(report, "instance")) == 2  # G(x) differs between the two inputs
     assert len(distinct_token_lists(report, "task")) == 1      # the task prompt is shared
+    for ex, row in zip(report["examples"], ROWS):  # Table 4 style: only the example's own words
+        words = set((row["premise"] + " " + row["hypothesis"]).split())
+        near = ex["nearest_input_tokens"]
+        assert near and {t["token"] for t in near} <= words
+        assert [t["cosine"] for t in near] == sorted((t["cosine"] for t in near), reverse=True)
     tok = predictor.tokenizer
     specials = set(tok.all_special_ids)
     for ex in report["examples"]:

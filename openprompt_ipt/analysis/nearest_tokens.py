@@ -78,10 +78,20 @@ def _prompt_source(template) -> str:
             f"{template.prompt_length} instance vectors)")
 
 
+def _content_ids(batch, tokenizer) -> List[List[int]]:
+    """Per example, the ids of its own (placeholder) tokens: no template words, no special tokens."""
+    ids, mask = batch["input_ids"], batch["attention_mask"].bool()
+    if "instance_token_ids" in batch:
+        mask = mask & (batch["instance_token_ids"] == 1)
+    elif "text_part_ids" in batch:
+        mask = mask & (batch["text_part_ids"] > 0)
+    special = set(getattr(tokenizer, "all_special_ids", []) or [])
+    return [[int(i) for i, m in zip(row.tolist(), keep.tolist()) if m and int(i) not in special]
+            for row, keep in zip(ids.cpu(), mask.cpu())]
+
+
 @torch.no_grad()
-def prompt_vectors_for_rows(predictor, rows: Iterable[Dict], batch_size: Optional[int] = None):
-    """``(examples, vectors, names)`` for rows in the task's format: the InputExamples, the (N, P, H)
-    prompt vectors the run's template generates for them (eval mode), and the P position names."""
+def _collect(predictor, rows, batch_size):
     from ..data import encode_examples, make_loader
     from ..training.trainer import to_device
 
@@ -91,8 +101,32 @@ def prompt_vectors_for_rows(predictor, rows: Iterable[Dict], batch_size: Optiona
     feats = encode_examples(exs, template, predictor.wrapper, desc="nearest tokens")
     loader = make_loader(feats, batch_size or predictor.cfg["test"]["batch_size"], predictor.tokenizer.pad_token_id or 0)
     predictor.model.eval()
-    out = [template.prompt_vectors(to_device(batch, predictor.device)).float().cpu() for batch in loader]
-    return exs, torch.cat(out, dim=0), template.prompt_position_names()
+    vectors, content = [], []
+    for batch in loader:
+        content += _content_ids(batch, predictor.tokenizer)
+        vectors.append(template.prompt_vectors(to_device(batch, predictor.device)).float().cpu())
+    return exs, torch.cat(vectors, dim=0), template.prompt_position_names(), content
+
+
+def prompt_vectors_for_rows(predictor, rows: Iterable[Dict], batch_size: Optional[int] = None):
+    """``(examples, vectors, names)`` for rows in the task's format: the InputExamples, the (N, P, H)
+    prompt vectors the run's template generates for them (eval mode), and the P position names."""
+    return _collect(predictor, rows, batch_size)[:3]
+
+
+def nearest_input_tokens(vectors: torch.Tensor, embeddings: torch.Tensor, content_ids: Sequence[int],
+                         k: int) -> List[Tuple[int, float, int]]:
+    """IPT Table 4 style: the example's own tokens nearest to its prompts. Each distinct input token is
+    scored by its best cosine over the (P, H) prompt vectors; returns up to ``k`` ``(token id, cosine,
+    prompt position index)``, best first."""
+    ids = sorted(set(content_ids))
+    if not ids:
+        return []
+    v = torch.nn.functional.normalize(vectors.float(), dim=-1)
+    e = torch.nn.functional.normalize(embeddings[ids].float(), dim=-1)
+    best, where = (v @ e.T).max(dim=0)  # per input token: its nearest prompt position
+    order = best.argsort(descending=True)[:k].tolist()
+    return [(ids[i], float(best[i]), int(where[i])) for i in order]
 
 
 def nearest_tokens_for_run(predictor, rows: Sequence[Dict], top_k: int = 5,
@@ -104,7 +138,7 @@ def nearest_tokens_for_run(predictor, rows: Sequence[Dict], top_k: int = 5,
     source = _prompt_source(template)
     if int(top_k) < 1:
         raise ValueError(f"--top-k must be at least 1, got {top_k}")
-    exs, vectors, names = prompt_vectors_for_rows(predictor, rows, batch_size)
+    exs, vectors, names, content = _collect(predictor, rows, batch_size)
     embeddings = predictor.model.plm.get_input_embeddings().weight.detach().float().cpu()
     exclude = excluded_token_mask(predictor.tokenizer, embeddings.size(0))
     n, p, h = vectors.shape
@@ -122,9 +156,12 @@ def nearest_tokens_for_run(predictor, rows: Sequence[Dict], top_k: int = 5,
             prompts.append({"position": name, "norm": round(float(norms[e, j]), 4),
                             "tokens": [{"token": t, "id": int(i), "cosine": round(float(s), 4)}
                                        for t, i, s in zip(row, ids[e, j].tolist(), scores[e, j].tolist())]})
+        near = nearest_input_tokens(vectors[e], embeddings, content[e], top_k)
+        inputs = [{"token": t, "id": i, "cosine": round(c, 4), "position": names[j]}
+                  for (i, c, j), t in zip(near, predictor.tokenizer.convert_ids_to_tokens([n[0] for n in near]))]
         examples.append({"guid": ex.guid, "text_a": ex.text_a, "text_b": ex.text_b,
                          "gold": predictor.labels[ex.label] if _has_label(rows, e, exs) else None,
-                         "prediction": pred["label"], "prompts": prompts})
+                         "prediction": pred["label"], "prompts": prompts, "nearest_input_tokens": inputs})
     kept = embeddings[~exclude]
     return {"run": predictor.run_dir, "task": predictor.task.name, "prompts": source,
             "backbone": predictor.cfg["plm"]["model_path"], "top_k": int(top_k),
@@ -147,8 +184,9 @@ def _quote(text: Optional[str]) -> str:
 
 
 def format_markdown(report: Dict) -> str:
-    """A markdown section per example: its text, gold / predicted label, and a table whose rows are the
-    prompt positions and whose columns are the top-k tokens with their cosine scores."""
+    """A markdown section per example: its text, gold / predicted label, the example's own tokens nearest
+    to its prompts (IPT Table 4 style), and a table whose rows are the prompt positions and whose columns
+    are the top-k vocabulary tokens with their cosine scores."""
     k = report["top_k"]
     lines = ["# Nearest vocabulary tokens of the prompt vectors", "",
              f"- run: `{report['run']}` (task {report['task']}, backbone `{report['backbone']}`)",
@@ -164,8 +202,11 @@ def format_markdown(report: Dict) -> str:
         label = f"predicted **{ex['prediction']}**"
         if ex.get("gold") is not None:
             label += f", gold **{ex['gold']}**"
-        lines += ["", label, "",
-                  "| position | norm | " + " | ".join(str(i) for i in range(1, k + 1)) + " |",
+        lines += ["", label, ""]
+        if ex.get("nearest_input_tokens"):
+            near = ", ".join(f"{_cell(t['token'])} {t['cosine']:.3f} ({t['position']})" for t in ex["nearest_input_tokens"])
+            lines += [f"Input tokens nearest to the prompts (best cosine over positions): {near}", ""]
+        lines += ["| position | norm | " + " | ".join(str(i) for i in range(1, k + 1)) + " |",
                   "|---|---:|" + "---|" * k]
         for pr in ex["prompts"]:
             cells = [f"{_cell(t['token'])} {t['cosine']:.3f}" for t in pr["tokens"]]
