@@ -1,0 +1,217 @@
+"""Accuracy study on real data, one group of methods at a time (issue #6, docs/RESULTS.md).
+
+    python benchmarks/accuracy.py --group cb_pt_family --workers 2
+
+Groups live in ``benchmarks/accuracy_groups.yaml``. Each (method, seed) is one
+``experiments/run.py`` subprocess with one thread (2 workers = the 2 cores of CI-class machines);
+a pair whose ``metrics.json`` exists is skipped, so an interrupted group resumes where it stopped.
+At the end (and with ``--report-only``) the group's table is written to
+``docs/results/<group>.md`` / ``.csv``: mean ± std over seeds of the test metrics, dev accuracy,
+trainable prompt parameters, the paper's number and the gap to the row's base method.
+Per-run ``metrics.json``, ``config.json`` and ``log.csv`` stay under ``results/accuracy/<group>/``
+(committed; weights and checkpoints are not).
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from typing import Dict, List
+
+import yaml
+from tqdm.auto import tqdm
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from openprompt_ipt.runs import mean_std  # noqa: E402
+
+GROUPS_FILE = os.path.join(ROOT, "benchmarks", "accuracy_groups.yaml")
+
+
+def slug(label: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "_", label.lower()).strip("_")
+
+
+def load_group(name: str, path: str = GROUPS_FILE) -> Dict:
+    with open(path) as f:
+        groups = yaml.safe_load(f)
+    if name not in groups:
+        raise SystemExit(f"error: unknown group {name!r}; known: {', '.join(groups)}")
+    group = groups[name]
+    labels = [m["label"] for m in group["methods"]]
+    for m in group["methods"]:
+        if m.get("base") and m["base"] not in labels:
+            raise SystemExit(f"error: {m['label']}: base {m['base']!r} is not a method of group {name}")
+    return group
+
+
+def run_dir(out: str, method: Dict, seed: int) -> str:
+    stem = os.path.splitext(os.path.basename(method["yaml"]))[0]
+    return os.path.join(out, slug(method["label"]), stem, f"seed{seed}")
+
+
+def command(method: Dict, seed: int, out: str, extra: List[str]) -> List[str]:
+    cmd = [sys.executable, os.path.join(ROOT, "experiments", "run.py"), "--config", method["yaml"],
+           "--seeds", str(seed), "--output-dir", os.path.join(out, slug(method["label"])), "--quiet"]
+    for item in list(method.get("set") or []) + extra:
+        cmd += ["--set", item]
+    return cmd
+
+
+def run_job(cmd: List[str], log_path: str, threads: int) -> int:
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads),
+               TOKENIZERS_PARALLELISM="false")
+    os.makedirs(os.path.dirname(log_path), exist_ok=True)
+    with open(log_path, "w") as log:
+        log.write(" ".join(cmd) + "\n")
+        log.flush()
+        return subprocess.call(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env)
+
+
+def pending(group: Dict, out: str) -> List:
+    """(method, seed) pairs without a metrics.json: a finished run is never redone."""
+    return [(m, s) for m in group["methods"] for s in group["seeds"]
+            if not os.path.exists(os.path.join(run_dir(out, m, s), "metrics.json"))]
+
+
+def run_group(name: str, group: Dict, out: str, workers: int, threads: int, extra: List[str]) -> List[str]:
+    jobs = pending(group, out)
+    failures = []
+    done = len(group["methods"]) * len(group["seeds"]) - len(jobs)
+    print(f"group {name}: {len(jobs)} runs to do, {done} already finished", flush=True)
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        futures = {}
+        for m, s in jobs:
+            log = os.path.join(out, "logs", f"{slug(m['label'])}_seed{s}.log")
+            futures[pool.submit(run_job, command(m, s, out, extra), log, threads)] = (m, s, log)
+        for fut in tqdm(as_completed(futures), total=len(futures), desc=name):
+            m, s, log = futures[fut]
+            if fut.result() != 0:
+                failures.append(f"{m['label']} seed {s}: exit {fut.result()} (see {log})")
+                tqdm.write(f"FAILED {failures[-1]}")
+    return failures
+
+
+def collect(group: Dict, out: str) -> List[Dict]:
+    rows = []
+    for m in group["methods"]:
+        recs = []
+        for s in group["seeds"]:
+            path = os.path.join(run_dir(out, m, s), "metrics.json")
+            if os.path.exists(path):
+                with open(path) as f:
+                    recs.append(json.load(f))
+        metrics = recs[0]["metrics"] if recs else []
+        row = {"method": m["label"], "base": m.get("base"), "paper": m.get("paper"), "n": len(recs),
+               "prompt_params": recs[0]["trainable"]["prompt"] if recs else None,
+               "plm_params": recs[0]["trainable"]["plm"] if recs else None,
+               "seconds": mean_std([r["seconds"] for r in recs])["mean"] if recs else None,
+               "dev_accuracy": mean_std([r["best_dev"]["accuracy"] for r in recs])}
+        for key in metrics:
+            row[f"test_{key}"] = mean_std([r["test"][key] for r in recs])
+        row["test_per_seed"] = [round(100 * r["test"]["accuracy"], 1) for r in recs]
+        rows.append(row)
+    return rows
+
+
+def pct(stats: Dict) -> str:
+    if not stats or not stats.get("n"):
+        return "–"
+    return f"{100 * stats['mean']:.1f} ± {100 * stats['std']:.1f}"
+
+
+def report(name: str, group: Dict, rows: List[Dict], command_line: str) -> Dict[str, str]:
+    by_label = {r["method"]: r for r in rows}
+    extra = [k for k in rows[0] if k.startswith("test_") and k not in ("test_accuracy", "test_per_seed")]
+    head = ["method", "trainable prompt params", "test acc (mean ± std)"] + \
+           [f"test {k[5:]}" for k in extra] + ["dev acc", "Δ acc vs base", "target", "paper", "seeds", "per-seed test acc"]
+    lines = [f"## {group['title']}", "",
+             f"`{command_line}` — {len(group['seeds'])} seeds {group['seeds']}; paper column: "
+             f"{group['paper_source']}.", "",
+             "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    csv_buf = io.StringIO()
+    writer = csv.writer(csv_buf)
+    writer.writerow(["method", "prompt_params", "test_acc_mean", "test_acc_std"] +
+                    [f"{k}_mean" for k in extra] + ["dev_acc_mean", "delta_vs_base", "paper", "n"])
+    for r in rows:
+        delta, target = "", ""
+        base = by_label.get(r["base"]) if r["base"] else None
+        if base and r["n"] and base["n"]:
+            d = 100 * (r["test_accuracy"]["mean"] - base["test_accuracy"]["mean"])
+            delta = f"{d:+.1f}"
+            target = "met" if d >= 0 else "missed"
+        params = f"{r['prompt_params']:,}" if r["prompt_params"] is not None else "–"
+        if r["plm_params"]:
+            params += f" (+ PLM {r['plm_params']:,})"
+        paper = f"{r['paper']:.1f}" if r["paper"] is not None else "–"
+        cells = [r["method"], params, pct(r.get("test_accuracy"))] + [pct(r.get(k)) for k in extra] + \
+                [pct(r["dev_accuracy"]), delta, target, paper, str(r["n"]),
+                 " ".join(f"{v:.1f}" for v in r["test_per_seed"])]
+        lines.append("| " + " | ".join(cells) + " |")
+        acc = r.get("test_accuracy") or {}
+        writer.writerow([r["method"], r["prompt_params"], acc.get("mean"), acc.get("std")] +
+                        [(r.get(k) or {}).get("mean") for k in extra] +
+                        [r["dev_accuracy"].get("mean"), delta, r["paper"], r["n"]])
+    return {f"{name}.md": "\n".join(lines) + "\n", f"{name}.csv": csv_buf.getvalue()}
+
+
+def write_atomic(path: str, text: str) -> None:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def prune_weights(out: str) -> None:
+    """Keep what the table needs (metrics, config, log); weights are re-creatable and large."""
+    for dirpath, dirnames, filenames in os.walk(out):
+        for fn in filenames:
+            if fn.endswith(".safetensors") or fn.endswith(".pt") or fn.startswith("events.out"):
+                os.remove(os.path.join(dirpath, fn))
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--group", required=True, help="a group of benchmarks/accuracy_groups.yaml")
+    p.add_argument("--workers", type=int, default=2, help="runs in parallel (one process each)")
+    p.add_argument("--threads", type=int, default=1, help="torch threads per run")
+    p.add_argument("--out", default=None, help="run folder (default results/accuracy/<group>)")
+    p.add_argument("--docs", default=os.path.join(ROOT, "docs", "results"), help="where the table goes")
+    p.add_argument("--set", dest="extra", action="append", default=[], help="override for every run")
+    p.add_argument("--report-only", action="store_true", help="only rebuild the table from finished runs")
+    p.add_argument("--keep-weights", action="store_true", help="keep best.safetensors / checkpoints")
+    args = p.parse_args(argv)
+    group = load_group(args.group)
+    out = args.out or os.path.join(ROOT, "results", "accuracy", args.group)
+    failures = []
+    if not args.report_only:
+        start = time.time()
+        failures = run_group(args.group, group, out, args.workers, args.threads, args.extra)
+        print(f"group {args.group}: {(time.time() - start) / 60:.1f} min", flush=True)
+        if not args.keep_weights:
+            prune_weights(out)
+    rows = collect(group, out)
+    if not any(r["n"] for r in rows):
+        print(f"error: no finished runs under {out}", file=sys.stderr)
+        return 2
+    cmd = f"python benchmarks/accuracy.py --group {args.group} --workers {args.workers}" + \
+          "".join(f" --set {e}" for e in args.extra)
+    for fname, text in report(args.group, group, rows, cmd).items():
+        write_atomic(os.path.join(args.docs, fname), text)
+    print(report(args.group, group, rows, cmd)[f"{args.group}.md"])
+    for f in failures:
+        print(f"FAILED {f}", file=sys.stderr)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
