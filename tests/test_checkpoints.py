@@ -98,6 +98,18 @@ def test_csv_log_has_loss_lr_and_dev_metrics(tiny_dir, tmp_path):
     assert all(r["value"] > 0 for r in rows if r["name"] == "train/lr")
 
 
+def test_tensorboard_scalars_match_the_csv_log(tiny_dir, tmp_path):
+    event_accumulator = pytest.importorskip("tensorboard.backend.event_processing.event_accumulator")
+    tiny_run(_bert_factory(tiny_dir), tmp_path / "run", epochs=2)
+    acc = event_accumulator.EventAccumulator(str(tmp_path / "run" / "tensorboard"))
+    acc.Reload()
+    rows = read_log(str(tmp_path / "run" / "log.csv"))
+    assert {"train/loss", "train/lr", "dev/accuracy"} <= set(acc.Tags()["scalars"])
+    for name in ("train/loss", "dev/accuracy"):
+        events = [(e.step, round(e.value, 5)) for e in acc.Scalars(name)]
+        assert events == [(r["step"], round(r["value"], 5)) for r in rows if r["name"] == name]
+
+
 def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(tiny_dir, tmp_path):
     with pytest.raises(NonFiniteLoss, match=r"optimizer step 6 \(epoch 2, batch 2\).*step-0000005") as err:
         tiny_run(_bert_factory(tiny_dir), tmp_path / "run", nan_at=7, checkpoint_every=1)
