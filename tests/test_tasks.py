@@ -275,3 +275,42 @@ def test_evaluate_reports_f1a_and_em_for_answer_groups(bert, tmp_path):
     feats = encode_examples(exs, pm.template, MLMTokenizerWrapper(max_seq_length=64, tokenizer=tok))
     m = evaluate(pm, make_loader(feats, 3, tok.pad_token_id, sort_by_length=True), show_progress=False)
     assert {"accuracy", "macro_f1", "f1a", "em"} <= set(m) and 0.0 <= m["em"] <= 1.0
+
+
+def test_hub_names_reach_the_hub_loaders_unchanged(monkeypatch):
+    """Offline here, so the hub calls are recorded instead of made: the real loading code names the hub copy."""
+    import datasets
+
+    calls = []
+
+    def fake_load_dataset(name, config=None, split=None, **kw):
+        calls.append((name, config, split))
+        return [{"premise": "p", "hypothesis": "h", "label": 1, "idx": 0}]
+
+    monkeypatch.setattr(datasets, "load_dataset", fake_load_dataset)
+    cb = get_task("cb")
+    for path in ("hub", "super_glue"):
+        examples = cb.load(path, "validation")
+        assert examples[0].label == 1 and examples[0].text_a == "p"
+    assert calls == [("super_glue", "cb", "validation"), ("super_glue", "cb", "validation")]
+
+
+def test_backbone_hub_name_goes_to_from_pretrained(monkeypatch):
+    import transformers
+
+    from openprompt_ipt.plm import load_backbone
+
+    seen = []
+
+    class Fake:
+        @staticmethod
+        def from_pretrained(name, *a, **kw):
+            seen.append(name)
+            return object()
+
+    monkeypatch.setattr(transformers, "AutoTokenizer", Fake)
+    monkeypatch.setattr(transformers, "AutoModelForMaskedLM", Fake)
+    load_backbone("roberta-large")
+    assert seen == ["roberta-large", "roberta-large"]
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        load_backbone(os.path.join("no", "such", "checkpoint"))
