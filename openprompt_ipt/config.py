@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 import difflib
 import inspect
+import re
 from typing import Dict, Iterable, List
 
 import yaml
@@ -61,11 +62,30 @@ def class_arguments(cls) -> List[str]:
     return [p for p in inspect.signature(cls.__init__).parameters if p not in ("self", "model", "tokenizer")]
 
 
+class YamlLoader(yaml.SafeLoader):
+    """SafeLoader reading ``1e-5`` as a float: PyYAML follows YAML 1.1, where a float needs a dot
+    (``1.0e-5``), so ``lr_prompt: 1e-5`` or ``--set train.lr_prompt=1e-5`` gave the string '1e-5'."""
+
+
+YamlLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+]?[0-9]+)?
+                  |[-+]?(?:[0-9][0-9_]*)(?:[eE][-+]?[0-9]+)
+                  |\.[0-9_]+(?:[eE][-+]?[0-9]+)?
+                  |[-+]?\.(?:inf|Inf|INF)
+                  |\.(?:nan|NaN|NAN))$""", re.X),
+    list("-+0123456789."))
+
+
+def load_yaml(text_or_stream):
+    return yaml.load(text_or_stream, Loader=YamlLoader)
+
+
 def parse_override(text: str):
     if "=" not in text:
         raise ValueError(f"override '{text}' must look like section.key=value")
     path, value = text.split("=", 1)
-    return path.split("."), yaml.safe_load(value)
+    return path.split("."), load_yaml(value)
 
 
 def read_yaml_with_overrides(path: str, overrides: Iterable[str] = (), hint: str = "") -> Dict:
@@ -75,7 +95,7 @@ def read_yaml_with_overrides(path: str, overrides: Iterable[str] = (), hint: str
     if not os.path.isfile(path):
         raise FileNotFoundError(f"config file '{path}' not found{hint}")
     with open(path) as f:
-        raw = yaml.safe_load(f) or {}
+        raw = load_yaml(f) or {}
     for item in overrides:
         keys, value = parse_override(item)
         node = raw
