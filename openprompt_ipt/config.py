@@ -22,7 +22,8 @@ DEFAULTS: Dict = {
     "template": "instance_wise",
     "verbalizer": "soft_verbalizer",
     "train": {"epochs": 10, "batch_size": 16, "lr_prompt": 3e-3, "lr_head": 1e-3, "lr_plm": 1e-5,
-              "weight_decay": 0.0, "warmup_steps": 0, "warmup_ratio": 0.06, "gradient_accumulation_steps": 1,
+              "weight_decay": 0.0, "adam_betas": [0.9, 0.999], "adam_eps": 1e-8, "scheduler": "linear",
+              "warmup_steps": 0, "warmup_ratio": 0.06, "gradient_accumulation_steps": 1,
               "max_grad_norm": 1.0, "metric": "accuracy", "device": "auto", "vocab_rows": "all",
               "checkpoint_every": 500, "keep_checkpoints": 1, "mixed_precision": "no"},
     "test": {"batch_size": 32},
@@ -115,6 +116,7 @@ def load_config(path: str, overrides: Iterable[str] = ()) -> Dict:
     _check_class_section(config, "template", template_name)
     _check_class_section(config, "verbalizer", verbalizer_name)
     check_protocol(config)
+    check_train(config)
     check_sweep(config, sweep)
     config["sweep"] = sweep
     return config
@@ -177,6 +179,14 @@ def check_sweep(config: Dict, sweep: Dict[str, list]) -> None:
             valid = [k for k in _all_keys(config) if "." in k and k.split(".")[0] not in NOT_SWEEPABLE]
             valid += [f"{sec}.{arg}" for sec, args in class_keys.items() for arg in args]
             raise KeyError(f"unknown sweep key '{key}'{_nearest(key, valid)}")
+
+
+def check_train(config: Dict) -> None:
+    """The optimizer / schedule settings (train.adam_betas, adam_eps, weight_decay, scheduler)."""
+    from .training.optim import check_optimizer_settings
+
+    t = config["train"]
+    check_optimizer_settings(t["adam_betas"], t["adam_eps"], t["weight_decay"], t["scheduler"])
 
 
 def check_protocol(config: Dict) -> None:
