@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 import difflib
 import inspect
+import re
 from typing import Dict, Iterable, List
 
 import yaml
@@ -21,7 +22,8 @@ DEFAULTS: Dict = {
     "template": "instance_wise",
     "verbalizer": "soft_verbalizer",
     "train": {"epochs": 10, "batch_size": 16, "lr_prompt": 3e-3, "lr_head": 1e-3, "lr_plm": 1e-5,
-              "weight_decay": 0.0, "warmup_steps": 0, "warmup_ratio": 0.06, "gradient_accumulation_steps": 1,
+              "weight_decay": 0.0, "adam_betas": [0.9, 0.999], "adam_eps": 1e-8, "scheduler": "linear",
+              "warmup_steps": 0, "warmup_ratio": 0.06, "gradient_accumulation_steps": 1,
               "max_grad_norm": 1.0, "metric": "accuracy", "device": "auto", "vocab_rows": "all",
               "checkpoint_every": 500, "keep_checkpoints": 1, "mixed_precision": "no"},
     "test": {"batch_size": 32},
@@ -61,11 +63,30 @@ def class_arguments(cls) -> List[str]:
     return [p for p in inspect.signature(cls.__init__).parameters if p not in ("self", "model", "tokenizer")]
 
 
+class YamlLoader(yaml.SafeLoader):
+    """SafeLoader reading ``1e-5`` as a float: PyYAML follows YAML 1.1, where a float needs a dot
+    (``1.0e-5``), so ``lr_prompt: 1e-5`` or ``--set train.lr_prompt=1e-5`` gave the string '1e-5'."""
+
+
+YamlLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+]?[0-9]+)?
+                  |[-+]?(?:[0-9][0-9_]*)(?:[eE][-+]?[0-9]+)
+                  |\.[0-9_]+(?:[eE][-+]?[0-9]+)?
+                  |[-+]?\.(?:inf|Inf|INF)
+                  |\.(?:nan|NaN|NAN))$""", re.X),
+    list("-+0123456789."))
+
+
+def load_yaml(text_or_stream):
+    return yaml.load(text_or_stream, Loader=YamlLoader)
+
+
 def parse_override(text: str):
     if "=" not in text:
         raise ValueError(f"override '{text}' must look like section.key=value")
     path, value = text.split("=", 1)
-    return path.split("."), yaml.safe_load(value)
+    return path.split("."), load_yaml(value)
 
 
 def read_yaml_with_overrides(path: str, overrides: Iterable[str] = (), hint: str = "") -> Dict:
@@ -75,7 +96,7 @@ def read_yaml_with_overrides(path: str, overrides: Iterable[str] = (), hint: str
     if not os.path.isfile(path):
         raise FileNotFoundError(f"config file '{path}' not found{hint}")
     with open(path) as f:
-        raw = yaml.safe_load(f) or {}
+        raw = load_yaml(f) or {}
     for item in overrides:
         keys, value = parse_override(item)
         node = raw
@@ -95,6 +116,7 @@ def load_config(path: str, overrides: Iterable[str] = ()) -> Dict:
     _check_class_section(config, "template", template_name)
     _check_class_section(config, "verbalizer", verbalizer_name)
     check_protocol(config)
+    check_train(config)
     check_sweep(config, sweep)
     config["sweep"] = sweep
     return config
@@ -157,6 +179,14 @@ def check_sweep(config: Dict, sweep: Dict[str, list]) -> None:
             valid = [k for k in _all_keys(config) if "." in k and k.split(".")[0] not in NOT_SWEEPABLE]
             valid += [f"{sec}.{arg}" for sec, args in class_keys.items() for arg in args]
             raise KeyError(f"unknown sweep key '{key}'{_nearest(key, valid)}")
+
+
+def check_train(config: Dict) -> None:
+    """The optimizer / schedule settings (train.adam_betas, adam_eps, weight_decay, scheduler)."""
+    from .training.optim import check_optimizer_settings
+
+    t = config["train"]
+    check_optimizer_settings(t["adam_betas"], t["adam_eps"], t["weight_decay"], t["scheduler"])
 
 
 def check_protocol(config: Dict) -> None:

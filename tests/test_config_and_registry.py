@@ -5,7 +5,7 @@ from yacs.config import CfgNode
 
 from helpers import TEXT
 from openprompt_ipt import InstanceWiseTemplate
-from openprompt_ipt.config import load_config
+from openprompt_ipt.config import load_config, parse_override
 
 
 def test_openprompt_load_template_builds_instance_wise(bert):
@@ -68,3 +68,15 @@ def test_shipped_yamls_parse():
     for f in files:
         cfg = load_config(f)
         assert cfg["dataset"]["name"] == f.split("/")[-1].split("_")[0]
+
+
+def test_exponent_floats_without_a_dot_are_floats(tmp_path):
+    """Regression: PyYAML (YAML 1.1) read 1e-5 as the string '1e-5', so --set train.lr_prompt=1e-5 or a
+    sweep written by json.dumps ([1e-05]) crashed in the LR scheduler with 'can't multiply sequence'."""
+    assert parse_override("train.lr_prompt=1e-5") == (["train", "lr_prompt"], 1e-5)
+    assert parse_override('sweep={"train.lr_prompt": [1e-05, 5E-4]}')[1] == {"train.lr_prompt": [1e-5, 5e-4]}
+    assert parse_override("train.epochs=3")[1] == 3 and parse_override("train.metric=f1a")[1] == "f1a"
+    cfg = load_config(write(tmp_path, "train:\n  lr_prompt: 1e-5\n  lr_head: 2.5e-3\nsweep:\n  train.lr_head: [1e-3, 5e-4]\n"),
+                      ["train.lr_plm=3e-5"])
+    assert cfg["train"]["lr_prompt"] == 1e-5 and cfg["train"]["lr_plm"] == 3e-5
+    assert cfg["sweep"] == {"train.lr_head": [1e-3, 5e-4]}

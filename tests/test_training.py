@@ -74,3 +74,23 @@ def test_trainer_learns_a_separable_toy_task_and_keeps_best(bert, tmp_path):
     assert (tmp_path / "run" / "best.safetensors").exists()
     assert evaluate(pm, dev, show_progress=False)["accuracy"] == best["accuracy"]  # best state restored
     assert not any(k.startswith("prompt_model.plm.") for k in trainer.best_state)
+
+
+@pytest.mark.parametrize("template", ["instance_wise", "mixed_template"])
+def test_single_sentence_examples_encode(bert, tmp_path, template):
+    """Regression: the task loaders give single-sentence tasks (SST-2, MR, CR, ...) text_b=None, and
+    OpenPrompt's wrap_one_example crashed on it ('list.remove(x): x not in list') for every template."""
+    from openprompt.data_utils import InputExample
+    from openprompt.plms.mlm import MLMTokenizerWrapper
+    from openprompt.prompts import MixedTemplate
+
+    from openprompt_ipt import InstanceWiseTemplate
+
+    model, tok = bert
+    text = '{"placeholder":"text_a"} It was {"mask"}.'
+    tpl = (InstanceWiseTemplate(model, tok, text=text, strategy="none", task_prompt_length=2) if template == "instance_wise"
+           else MixedTemplate(model, tok, text=text))
+    exs = [InputExample(guid="0", text_a="a dog ran fast", text_b=None, label=1)]
+    feats = encode_examples(exs, tpl, MLMTokenizerWrapper(max_seq_length=32, tokenizer=tok))
+    assert feats[0]["input_ids"].numel() > 4 and int((feats[0]["loss_ids"] == 1).sum()) == 1
+    assert exs[0].text_b is None  # the example itself is unchanged

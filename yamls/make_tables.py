@@ -275,20 +275,26 @@ def ipt_train(task, freeze: bool, few_shot: bool) -> List[Entry]:
     return node
 
 
+ADAM: List[Entry] = [("adam_betas", [0.9, 0.98], "Table 4: Adam beta1 0.9, beta2 0.98"),
+                     ("adam_eps", 1.0e-6, "Table 4: Adam epsilon 1e-6")]
+
+
 def idpg_train(task, method: str) -> List[Entry]:
     if method == "finetune":
         return [("epochs", 10, "A.1.1: RoBERTa's official recipe, 10 epochs"),
                 ("batch_size", 32, "swept below"), ("lr_plm", 1.0e-5, "swept below"),
                 ("lr_head", 1.0e-5, "the classification head with the PLM"),
                 ("lr_prompt", 1.0e-5, "unused (no soft prompt)"),
+                ("scheduler", "linear", "A.1.1: RoBERTa's polynomial (power 1 = linear) decay"),
                 ("warmup_steps", 0, None), ("warmup_ratio", 0.06, "A.1.1: 6% of the steps warm up, then linear decay"),
-                ("weight_decay", 0.1, "Table 4"), ("metric", task["metric"], None)]
+                ("weight_decay", 0.1, "Table 4"), *ADAM, ("metric", task["metric"], None)]
     return [("epochs", 50, "Table 4 (Finetune column)"), ("batch_size", 32, "Table 4: {16, 32}, swept below"),
             ("lr_prompt", 1.0e-3, "Table 4: {5e-3, 1e-3, 5e-4, 1e-4}, swept below"),
             ("lr_head", 1.0e-3, "the head's learning rate is unstated"),
-            ("warmup_steps", 0, "Table 4: a fixed learning rate; the runner has no constant schedule, so this is"),
-            ("warmup_ratio", 0.0, "no warmup + linear decay (Adam eps 1e-6, betas (0.9, 0.98) not configurable)"),
-            ("weight_decay", 0.1, "Table 4"), ("metric", task["metric"], None)]
+            ("scheduler", "constant", "Table 4: a fixed learning rate"),
+            ("warmup_steps", 0, "Table 4: no warmup stated"), ("warmup_ratio", 0.0, None),
+            ("weight_decay", 0.1, "Table 4 (AdamW: decoupled, as fairseq's Adam)"), *ADAM,
+            ("metric", task["metric"], None)]
 
 
 # --------------------------------------------------------------------------------------------- emit

@@ -108,12 +108,12 @@ def parse_mapping(raw: Dict, where: str = "<mapping>") -> Mapping:
 
 
 def load_mapping(path: str) -> Mapping:
-    import yaml
+    from ..config import load_yaml
 
     if not os.path.isfile(path):
         raise FileNotFoundError(f"corpus mapping '{path}' not found (see yamls/corpus_13cat.yaml)")
     with open(path) as f:
-        return parse_mapping(yaml.safe_load(f), where=path)
+        return parse_mapping(load_yaml(f), where=path)
 
 
 # ---- loading one source through 🤗 datasets ----------------------------------------------------

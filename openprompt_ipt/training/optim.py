@@ -6,6 +6,7 @@ touches, not the vocabulary. Everything dense shares one AdamW with per-group le
 """
 from __future__ import annotations
 
+import math
 from typing import List, Tuple
 
 import torch
@@ -18,9 +19,34 @@ def sparse_parameter_ids(module: nn.Module) -> set:
     return {id(m.weight) for m in module.modules() if isinstance(m, nn.Embedding) and m.sparse}
 
 
+SCHEDULERS = ("linear", "constant")
+
+
+def _number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def check_optimizer_settings(adam_betas=(0.9, 0.999), adam_eps: float = 1e-8, weight_decay: float = 0.0,
+                             scheduler: str = "linear") -> None:
+    """One clear ValueError for a bad ``train.adam_betas / adam_eps / weight_decay / scheduler``."""
+    if not (isinstance(adam_betas, (list, tuple)) and len(adam_betas) == 2
+            and all(_number(b) and 0.0 <= b < 1.0 for b in adam_betas)):
+        raise ValueError(f"train.adam_betas must be two numbers in [0, 1), e.g. [0.9, 0.98] (got {adam_betas!r})")
+    if not (_number(adam_eps) and adam_eps > 0):
+        raise ValueError(f"train.adam_eps must be a positive number, e.g. 1.0e-6 (got {adam_eps!r})")
+    if not (_number(weight_decay) and weight_decay >= 0):
+        raise ValueError(f"train.weight_decay must be a number >= 0 (got {weight_decay!r})")
+    if scheduler not in SCHEDULERS:
+        raise ValueError(f"train.scheduler must be one of {list(SCHEDULERS)} (got {scheduler!r})")
+
+
 def build_optimizers(model, lr_prompt: float, lr_head: float, lr_plm: float = 1e-5,
-                     weight_decay: float = 0.0) -> List[torch.optim.Optimizer]:
-    """``model`` is an OpenPrompt ``PromptForClassification``."""
+                     weight_decay: float = 0.0, adam_betas=(0.9, 0.999),
+                     adam_eps: float = 1e-8) -> List[torch.optim.Optimizer]:
+    """``model`` is an OpenPrompt ``PromptForClassification``. AdamW (decoupled weight decay) for
+    the dense parameters and RowSparseAdam for sparse vocab tables, both with ``adam_betas`` / ``adam_eps``."""
+    check_optimizer_settings(adam_betas, adam_eps, weight_decay)
+    betas = (float(adam_betas[0]), float(adam_betas[1]))
     sparse_ids = sparse_parameter_ids(model.template)
     plm_ids = {id(p) for p in model.plm.parameters()}
 
@@ -35,9 +61,9 @@ def build_optimizers(model, lr_prompt: float, lr_head: float, lr_plm: float = 1e
               for ps, lr in ((prompt, lr_prompt), (head, lr_head), (plm, lr_plm)) if ps]
     optimizers: List[torch.optim.Optimizer] = []
     if groups:
-        optimizers.append(torch.optim.AdamW(groups))
+        optimizers.append(torch.optim.AdamW(groups, betas=betas, eps=float(adam_eps)))
     if sparse:
-        optimizers.append(RowSparseAdam(sparse, lr=lr_prompt))
+        optimizers.append(RowSparseAdam(sparse, lr=lr_prompt, betas=betas, eps=float(adam_eps)))
     if not optimizers:
         raise ValueError("nothing to train: every parameter is frozen (check the template strategy and plm.freeze)")
     return optimizers
@@ -48,10 +74,18 @@ def dense_parameters(optimizers) -> List[torch.Tensor]:
             for g in opt.param_groups for p in g["params"]]
 
 
-def linear_warmup(optimizers, warmup_steps: int, total_steps: int) -> List[torch.optim.lr_scheduler.LambdaLR]:
+def linear_warmup(optimizers, warmup_steps: int, total_steps: int,
+                  scheduler: str = "linear") -> List[torch.optim.lr_scheduler.LambdaLR]:
+    """Linear warmup over ``warmup_steps``, then ``linear``: decay to 0 at ``total_steps``, or
+    ``constant``: the peak rate to the end (IDPG Table 4's 'fixed' learning rate)."""
+    if scheduler not in SCHEDULERS:
+        raise ValueError(f"train.scheduler must be one of {list(SCHEDULERS)} (got {scheduler!r})")
+
     def factor(step: int) -> float:
         if step < warmup_steps:
             return (step + 1) / max(1, warmup_steps)
+        if scheduler == "constant":
+            return 1.0
         return max(0.0, (total_steps - step) / max(1, total_steps - warmup_steps))
 
     return [torch.optim.lr_scheduler.LambdaLR(opt, factor) for opt in optimizers]

@@ -13,7 +13,7 @@ import os
 import random
 import shutil
 from dataclasses import asdict, dataclass, field
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 import torch
@@ -25,7 +25,7 @@ from .checkpoint import Progress, checkpoint_root, latest_checkpoint, load_check
 from .distributed import Runtime, mark_sparse
 from .logs import RunLogger
 from .metrics import METRICS, answer_metrics, classification_metrics
-from .optim import build_optimizers, dense_parameters, linear_warmup, split_counts
+from .optim import build_optimizers, check_optimizer_settings, dense_parameters, linear_warmup, split_counts
 from .row_sparse_adam import RowSparseAdam
 
 FROZEN_PREFIXES = ("prompt_model.plm.", "prompt_model.template.raw_embedding.")
@@ -38,6 +38,9 @@ class TrainConfig:
     lr_head: float = 1e-3
     lr_plm: float = 1e-5
     weight_decay: float = 0.0
+    adam_betas: Tuple[float, float] = (0.9, 0.999)
+    adam_eps: float = 1e-8
+    scheduler: str = "linear"     # linear: warmup then linear decay to 0; constant: warmup then flat
     warmup_steps: int = 0
     warmup_ratio: float = 0.06
     gradient_accumulation_steps: int = 1
@@ -135,12 +138,14 @@ class Trainer:
             raise ValueError("the training split is empty: check dataset.path and the split sizes")
         if cfg.metric not in METRICS:
             raise ValueError(f"unknown metric '{cfg.metric}': choose one of {list(METRICS)}")
-        optimizers = build_optimizers(self.model, cfg.lr_prompt, cfg.lr_head, cfg.lr_plm, cfg.weight_decay)
+        check_optimizer_settings(cfg.adam_betas, cfg.adam_eps, cfg.weight_decay, cfg.scheduler)
+        optimizers = build_optimizers(self.model, cfg.lr_prompt, cfg.lr_head, cfg.lr_plm, cfg.weight_decay,
+                                      cfg.adam_betas, cfg.adam_eps)
         accum = cfg.gradient_accumulation_steps
         steps_per_epoch = math.ceil(len(train_loader) / accum)
         total = steps_per_epoch * cfg.epochs
         warmup = cfg.warmup_steps or int(cfg.warmup_ratio * total)
-        schedulers = linear_warmup(optimizers, warmup, total)
+        schedulers = linear_warmup(optimizers, warmup, total, cfg.scheduler)
         dense = dense_parameters(optimizers)
         params = [p for opt in optimizers for g in opt.param_groups for p in g["params"]]
         mark_sparse([p for opt in optimizers if isinstance(opt, RowSparseAdam) for g in opt.param_groups for p in g["params"]])

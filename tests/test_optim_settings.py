@@ -1,0 +1,113 @@
+"""train.adam_betas / adam_eps / weight_decay / scheduler (IDPG Table 4)."""
+import csv
+
+import pytest
+import torch
+from torch import nn
+
+from helpers import build, examples
+from openprompt_ipt.config import load_config
+from openprompt_ipt.data import encode_examples, make_loader
+from openprompt_ipt.training import TrainConfig, Trainer
+from openprompt_ipt.training.optim import build_optimizers, linear_warmup
+from openprompt_ipt.training.row_sparse_adam import RowSparseAdam
+
+
+def write(tmp_path, text):
+    p = tmp_path / "c.yaml"
+    p.write_text(text)
+    return str(p)
+
+
+class FakePromptModel(nn.Module):
+    """What build_optimizers reads: template (with a sparse vocab table), verbalizer, plm."""
+
+    def __init__(self):
+        super().__init__()
+        self.template = nn.ModuleDict({"table": nn.Embedding(10, 4, sparse=True), "proj": nn.Linear(4, 4)})
+        self.verbalizer = nn.Linear(4, 2)
+        self.plm = nn.Linear(4, 4)
+        self.plm.requires_grad_(False)
+
+
+def lrs(scheduler, steps):
+    opt = torch.optim.AdamW([nn.Parameter(torch.zeros(1))], lr=1.0)
+    (sched,) = linear_warmup([opt], warmup_steps=2, total_steps=10, scheduler=scheduler)
+    out = []
+    for _ in range(steps):
+        out.append(opt.param_groups[0]["lr"])
+        opt.step()
+        sched.step()
+    return out
+
+
+def test_linear_schedule_warms_up_then_decays_to_zero():
+    assert lrs("linear", 10) == pytest.approx([0.5, 1.0, 1.0, 7 / 8, 6 / 8, 5 / 8, 4 / 8, 3 / 8, 2 / 8, 1 / 8])
+
+
+def test_constant_schedule_warms_up_then_stays_flat():
+    assert lrs("constant", 10) == pytest.approx([0.5, 1.0] + [1.0] * 8)
+
+
+def test_betas_eps_and_weight_decay_reach_the_torch_optimizers():
+    dense, sparse = build_optimizers(FakePromptModel(), 1e-3, 2e-3, weight_decay=0.1, adam_betas=[0.9, 0.98],
+                                     adam_eps=1e-6)
+    assert isinstance(dense, torch.optim.AdamW) and isinstance(sparse, RowSparseAdam)
+    assert [g["lr"] for g in dense.param_groups] == [1e-3, 2e-3]
+    for g in dense.param_groups:
+        assert g["betas"] == (0.9, 0.98) and g["eps"] == 1e-6 and g["weight_decay"] == 0.1
+    assert sparse.param_groups[0]["betas"] == (0.9, 0.98) and sparse.param_groups[0]["eps"] == 1e-6
+
+
+def test_defaults_keep_adamw_defaults(tmp_path):
+    cfg = load_config(write(tmp_path, "train:\n  epochs: 1\n"))
+    t = cfg["train"]
+    assert (t["adam_betas"], t["adam_eps"], t["weight_decay"], t["scheduler"]) == ([0.9, 0.999], 1e-8, 0.0, "linear")
+    (dense, _) = build_optimizers(FakePromptModel(), 1e-3, 1e-3, t["lr_plm"], t["weight_decay"], t["adam_betas"],
+                                  t["adam_eps"])
+    assert dense.param_groups[0]["betas"] == (0.9, 0.999) and dense.param_groups[0]["eps"] == 1e-8
+
+
+def test_yaml_and_overrides_set_the_optimizer(tmp_path):
+    cfg = load_config(write(tmp_path, "train:\n  adam_betas: [0.9, 0.98]\n  adam_eps: 1e-6\n  scheduler: constant\n"),
+                      ["train.weight_decay=0.1"])
+    t = cfg["train"]
+    assert t["adam_betas"] == [0.9, 0.98] and t["adam_eps"] == 1e-6 and t["scheduler"] == "constant"
+    assert t["weight_decay"] == 0.1
+
+
+@pytest.mark.parametrize("override,match", [
+    ("train.adam_betas=[0.9]", r"train.adam_betas must be two numbers in \[0, 1\)"),
+    ("train.adam_betas=[0.9, 1.0]", "train.adam_betas"),
+    ("train.adam_betas=0.9", "train.adam_betas"),
+    ("train.adam_betas=[0.9, abc]", "train.adam_betas"),
+    ("train.adam_eps=0", "train.adam_eps must be a positive number"),
+    ("train.adam_eps=-1e-8", "train.adam_eps"),
+    ("train.weight_decay=-0.1", "train.weight_decay must be a number >= 0"),
+    ("train.scheduler=cosine", r"train.scheduler must be one of \['linear', 'constant'\]"),
+])
+def test_bad_optimizer_settings_are_rejected(tmp_path, override, match):
+    with pytest.raises(ValueError, match=match):
+        load_config(write(tmp_path, "train:\n  epochs: 1\n"), [override])
+
+
+def test_scheduler_typo_names_the_nearest_key(tmp_path):
+    with pytest.raises(KeyError, match="did you mean 'scheduler'"):
+        load_config(write(tmp_path, "train:\n  schedular: constant\n"))
+
+
+def test_trainer_uses_the_constant_schedule_and_rejects_a_bad_one(bert, tmp_path):
+    model, tok = bert
+    pm = build(model, tok)
+    from openprompt.plms.mlm import MLMTokenizerWrapper
+
+    feats = encode_examples(examples(8), pm.template, MLMTokenizerWrapper(max_seq_length=64, tokenizer=tok))
+    loader = make_loader(feats, 4, tok.pad_token_id)
+    cfg = TrainConfig(epochs=2, lr_prompt=1e-2, lr_head=1e-2, warmup_ratio=0.0, scheduler="constant",
+                      adam_betas=(0.9, 0.98), adam_eps=1e-6, show_progress=False, device="cpu")
+    Trainer(pm, cfg, output_dir=str(tmp_path / "run")).fit(loader, loader)
+    with open(tmp_path / "run" / "log.csv") as f:
+        rates = [float(r["value"]) for r in csv.DictReader(f) if r["name"] == "train/lr"]
+    assert rates == pytest.approx([1e-2] * 4)
+    with pytest.raises(ValueError, match="train.scheduler"):
+        Trainer(pm, TrainConfig(epochs=1, scheduler="cosine", show_progress=False, device="cpu")).fit(loader, loader)
