@@ -252,8 +252,12 @@ def main(argv=None) -> int:
     p.add_argument("--no-memory", action="store_true", help="skip the per-method memory subprocesses")
     p.add_argument("--keep-mlm-head", action="store_true", help="compute the unused vocabulary head (for comparison)")
     p.add_argument("--output", default=None, help="write the markdown report here")
+    p.add_argument("--threads", type=int, default=None,
+                   help="torch threads (1 = no thread barriers: steadier step times on a busy 2-core machine)")
     p.add_argument("--memory-of", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
     if args.memory_of:
         memory_only(args)
         return 0
