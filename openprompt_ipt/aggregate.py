@@ -59,12 +59,18 @@ def load_records(files: Sequence[str]) -> List[Dict]:
             raise ValueError(f"{f} is not valid JSON ({e})")
         rec["_file"] = f
         rec.setdefault("level", "seed")  # a single run written by run_experiment alone
+        config = os.path.join(os.path.dirname(f), "config.json")
+        if "method" not in rec and os.path.isfile(config):  # runs from before metrics.json named the method
+            from .experiment import paper_method_name
+
+            with open(config) as fh:
+                rec["method"] = paper_method_name(json.load(fh))
         records.append(rec)
     return records
 
 
 def method_label(rec: Dict) -> str:
-    label = str(rec.get("strategy") or rec.get("method") or rec.get("config_name") or "?")
+    label = str(rec.get("method") or rec.get("strategy") or rec.get("config_name") or "?")
     proto = rec.get("protocol")
     if proto and proto != "full":
         label += f" [{proto}]"

@@ -202,6 +202,39 @@ def method_name(cfg: Dict) -> str:
     return f"{gen}/{section.get('injection') or 'kv'}"
 
 
+_IPT = {"random": "Random IPT", "pretrained": "Pretrained IPT"}
+_ENCODER = {"textcnn": "CNN", "lstm": "RNN", "mlp": "MLP"}
+
+
+def paper_method_name(cfg: Dict) -> str:
+    """The method as the papers' tables name it (IPT Table 2, IDPG Table 1): 'PT + Encoder IPT (CNN)',
+    'Prefix + Random IPT', 'P-tuning v2', 'M-IDPG-PHM-GloVe', 'Fine-tuning', ..."""
+    template = cfg["template"]
+    section = cfg.get(template) or {}
+    if template != "generated_prefix":
+        strategy = section.get("strategy", "none")
+        if template != "instance_wise" or strategy == "none":
+            base = "Prompt Tuning" if template == "instance_wise" else template
+            return "Fine-tuning" if not cfg["plm"].get("freeze", True) else base
+        ipt = _IPT.get(strategy) or f"Encoder IPT ({_ENCODER.get(section.get('encoder', 'textcnn'), '?')})"
+        return f"PT + {ipt}"
+    gen = section.get("generator", "prefix")
+    idpg = section.get("idpg") or {}
+    default = ("input" if idpg.get("depth") == "single" else "hidden") if gen == "idpg" else "kv"  # the generators' own
+    injection = section.get("injection") or default
+    if gen == "prefix":
+        name = "Prefix Tuning" if (section.get("prefix") or {}).get("reparameterize") else "P-tuning v2"
+    elif gen.startswith("ipt_"):
+        kind = gen[4:]
+        ipt = _IPT.get(kind) or f"Encoder IPT ({_ENCODER.get((section.get('ipt') or {}).get('encoder', 'textcnn'), '?')})"
+        name = f"Prefix + {ipt}"
+    else:
+        name = f"{'S' if idpg.get('depth') == 'single' else 'M'}-IDPG-{str(idpg.get('layer', 'phm')).upper()}"
+        encoder = idpg.get("encoder", "plm_cls")
+        name += {"plm_cls": "", "glove": "-GloVe"}.get(encoder, f"-{encoder}")
+    return name if injection == default else f"{name} ({injection})"
+
+
 def run_experiment(cfg: Dict, root: str | None = None, output_dir: str | None = None,
                    show_progress: bool = True, splits=None, resume: bool = False) -> Dict:
     """``splits`` = (train, dev, test, labels) from a protocol (``openprompt_ipt.protocols``); default
@@ -254,7 +287,7 @@ def run_experiment(cfg: Dict, root: str | None = None, output_dir: str | None = 
                 else {"validation": "official val", "test": "test"}[task.test_split])
     result = {"dataset": cfg["dataset"]["name"], "template": cfg["template"], "test_split": reported,
               "metrics": list(task.metrics),
-              "strategy": method_name(cfg), "backbone": cfg["plm"]["model_path"],
+              "strategy": method_name(cfg), "method": paper_method_name(cfg), "backbone": cfg["plm"]["model_path"],
               "sizes": {k: len(v) for k, v in feats.items()}, "max_seq_length": max_len,
               "trainable": {"prompt": prompt_n, "head": head_n, "plm": plm_n},
               "best_dev": best_dev, "test": test_metrics, "history": train_cfg.history,

@@ -1,4 +1,5 @@
 """YAML -> OpenPrompt's own load_template finds our class; config errors name the nearest key."""
+import os
 import pytest
 from openprompt.prompts import load_template
 from yacs.config import CfgNode
@@ -80,3 +81,22 @@ def test_exponent_floats_without_a_dot_are_floats(tmp_path):
                       ["train.lr_plm=3e-5"])
     assert cfg["train"]["lr_prompt"] == 1e-5 and cfg["train"]["lr_plm"] == 3e-5
     assert cfg["sweep"] == {"train.lr_head": [1e-3, 5e-4]}
+
+
+@pytest.mark.parametrize("yaml_name,expected", [
+    ("cb_prompt_tuning", "Prompt Tuning"), ("cb_finetune", "Fine-tuning"), ("cb_random_ipt", "PT + Random IPT"),
+    ("cb_pretrained_ipt", "PT + Pretrained IPT"), ("cb_encoder_ipt_lstm", "PT + Encoder IPT (RNN)"),
+    ("cb_prefix_tuning", "Prefix Tuning"), ("cb_ptuning_v2", "P-tuning v2"),
+    ("cb_prefix_ipt_encoder_textcnn", "Prefix + Encoder IPT (CNN)"), ("cb_s_idpg_phm", "S-IDPG-PHM"),
+    ("cb_m_idpg_phm_glove", "M-IDPG-PHM-GloVe")])
+def test_runs_are_named_as_the_papers_tables_name_them(yaml_name, expected):
+    from openprompt_ipt.config import load_config
+    from openprompt_ipt.experiment import paper_method_name
+
+    root = os.path.join(os.path.dirname(__file__), "..", "yamls")
+    cfg = load_config(os.path.join(root, f"{yaml_name}.yaml"))
+    assert paper_method_name(cfg) == expected
+    cfg["generated_prefix"] = dict(cfg.get("generated_prefix") or {}, generator="idpg", injection="kv",
+                                   idpg={"depth": "multi", "layer": "dnn"})
+    cfg["template"] = "generated_prefix"
+    assert paper_method_name(cfg) == "M-IDPG-DNN (kv)"  # a non-default injection is named

@@ -190,7 +190,7 @@ def test_aggregate_tables_and_sweep_plot(tmp_path):
     files = aggregate([str(tmp_path / "runs" / "*")], str(tmp_path / "out"))
     md = files["results.md"]
     assert "| method | CB (accuracy) | RTE (accuracy) |" in md
-    assert "| random | 90.1 ± 0.1 (n=2) | - |" in md
+    assert "| Prompt Tuning | 90.1 ± 0.1 (n=2) | - |" in md  # named from the run's config.json
     assert "| prefix/kv [few_shot K=32] | - | 55.0 ± 0.0 (n=1) |" in md
     rows = list(csv.DictReader(io.StringIO(files["results.csv"])))
     cb_f1 = next(r for r in rows if r["task"] == "cb" and r["metric"] == "macro_f1")
@@ -271,4 +271,4 @@ train:
     seed1 = json.loads((tmp_path / "runs" / "tiny_fs" / "seed1" / "metrics.json").read_text())
     assert seed1["sizes"] == {"train": 6, "dev": 6, "test": 6} and seed1["test_split"] == "official val"
     md = aggregate([str(tmp_path / "runs" / "tiny_fs")])["results.md"]
-    assert "| random [few_shot K=2/label] |" in md and "(n=2)" in md
+    assert "| PT + Random IPT [few_shot K=2/label] |" in md and "(n=2)" in md
