@@ -53,14 +53,19 @@ def load_group(name: str, path: str = GROUPS_FILE) -> Dict:
     return group
 
 
+def method_out(out: str, method: Dict) -> str:
+    """A method marked ``from_group: <group>`` reuses that group's runs (same label, YAML and overrides)."""
+    return os.path.join(os.path.dirname(out), method["from_group"]) if method.get("from_group") else out
+
+
 def run_dir(out: str, method: Dict, seed: int) -> str:
     stem = os.path.splitext(os.path.basename(method["yaml"]))[0]
-    return os.path.join(out, slug(method["label"]), stem, f"seed{seed}")
+    return os.path.join(method_out(out, method), slug(method["label"]), stem, f"seed{seed}")
 
 
 def command(method: Dict, seed: int, out: str, extra: List[str]) -> List[str]:
     cmd = [sys.executable, os.path.join(ROOT, "experiments", "run.py"), "--config", method["yaml"],
-           "--seeds", str(seed), "--output-dir", os.path.join(out, slug(method["label"])), "--quiet"]
+           "--seeds", str(seed), "--output-dir", os.path.join(method_out(out, method), slug(method["label"])), "--quiet"]
     for item in list(method.get("set") or []) + extra:
         cmd += ["--set", item]
     return cmd

@@ -62,3 +62,8 @@ def test_accuracy_study_table_from_finished_runs(tmp_path):
     assert "| – |" in lines["Missing"] and "met" not in lines["Missing"]
     # a finished (method, seed) is never rerun: the job list only holds what is missing
     assert [(m["label"], s) for m, s in bench.pending(group, str(tmp_path))] == [("Missing", 1), ("Missing", 2)]
+    # another group reuses the finished "Base" runs instead of redoing them
+    other = {"title": "U", "task": "cb", "seeds": [1, 2], "paper_source": "P",
+             "methods": [dict(group["methods"][0], from_group=tmp_path.name)]}
+    out = os.path.join(os.path.dirname(str(tmp_path)), "other_group")
+    assert bench.pending(other, out) == [] and bench.collect(other, out)[0]["n"] == 2
