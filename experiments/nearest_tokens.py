@@ -22,6 +22,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import openprompt_ipt  # noqa: E402,F401  (compat shims before openprompt)
 from openprompt_ipt.analysis.nearest_tokens import format_markdown, nearest_tokens_for_run  # noqa: E402
 from openprompt_ipt.predict import load_run, read_jsonl  # noqa: E402
+from openprompt_ipt.serialization import emit_text  # noqa: E402
 
 
 def positive_int(text):
@@ -76,14 +77,7 @@ def main(argv=None) -> int:
         return 2
     as_json = bool(args.output) and args.output.lower().endswith(".json")
     text = json.dumps(report, indent=2, ensure_ascii=False) + "\n" if as_json else format_markdown(report)
-    if args.output:
-        tmp = args.output + ".tmp"
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, args.output)
-        print(f"{len(report['examples'])} examples -> {args.output}", file=sys.stderr)
-    else:
-        sys.stdout.write(text)
+    emit_text(text, args.output, f"{len(report['examples'])} examples")
     return 0
 
 

@@ -14,6 +14,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 import openprompt_ipt  # noqa: E402,F401  (compat shims before openprompt)
 from openprompt_ipt.predict import load_run, read_jsonl  # noqa: E402
+from openprompt_ipt.serialization import emit_text  # noqa: E402
 
 
 def main(argv=None) -> int:
@@ -30,14 +31,7 @@ def main(argv=None) -> int:
         print(f"error: {str(e).strip(chr(39) + chr(34))}", file=sys.stderr)
         return 2
     lines = "".join(json.dumps(r) + "\n" for r in predictions)
-    if args.output:
-        tmp = args.output + ".tmp"
-        with open(tmp, "w") as f:
-            f.write(lines)
-        os.replace(tmp, args.output)
-        print(f"{len(predictions)} predictions -> {args.output}", file=sys.stderr)
-    else:
-        sys.stdout.write(lines)
+    emit_text(lines, args.output, f"{len(predictions)} predictions")
     return 0
 
 

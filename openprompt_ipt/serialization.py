@@ -43,3 +43,19 @@ def load_trainable(module: nn.Module, path: str) -> None:
         if own[name].shape != tensor.shape:
             raise ValueError(f"'{path}': {name} is {tuple(tensor.shape)} but the module expects {tuple(own[name].shape)}")
         own[name].data.copy_(tensor)
+
+
+def emit_text(text: str, output: str | None, summary: str) -> None:
+    """CLI output: to stdout, or to ``output`` atomically (a ``.tmp`` file, then ``os.replace``) with
+    ``summary`` on stderr, so an interrupted write never leaves half a file under the real name."""
+    import os
+    import sys
+
+    if not output:
+        sys.stdout.write(text)
+        return
+    tmp = output + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(tmp, output)
+    print(f"{summary} -> {output}", file=sys.stderr)
