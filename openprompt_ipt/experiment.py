@@ -189,17 +189,11 @@ def build_model(cfg: Dict, train_examples, num_classes: int, labels: Sequence[st
     return prompt_model, tokenizer, wrapper_class
 
 
-def method_name(cfg: Dict) -> str:
-    """A short readable name of the configured prompt method."""
+def strategy_of(cfg: Dict) -> str:
+    """The configured strategy / generator key, as written in the YAML (the readable name is
+    ``paper_method_name``)."""
     section = cfg.get(cfg["template"]) or {}
-    if cfg["template"] != "generated_prefix":
-        return str(section.get("strategy", cfg["template"]))
-    gen = section.get("generator", "prefix")
-    if gen == "idpg":
-        idpg = section.get("idpg") or {}
-        depth = "S" if idpg.get("depth") == "single" else "M"
-        return f"{depth}-IDPG-{idpg.get('layer', 'phm').upper()}-{idpg.get('encoder', 'plm_cls')}"
-    return f"{gen}/{section.get('injection') or 'kv'}"
+    return str(section.get("strategy") or section.get("generator") or cfg["template"])
 
 
 _IPT = {"random": "Random IPT", "pretrained": "Pretrained IPT"}
@@ -287,7 +281,7 @@ def run_experiment(cfg: Dict, root: str | None = None, output_dir: str | None = 
                 else {"validation": "official val", "test": "test"}[task.test_split])
     result = {"dataset": cfg["dataset"]["name"], "template": cfg["template"], "test_split": reported,
               "metrics": list(task.metrics),
-              "strategy": method_name(cfg), "method": paper_method_name(cfg), "backbone": cfg["plm"]["model_path"],
+              "strategy": strategy_of(cfg), "method": paper_method_name(cfg), "backbone": cfg["plm"]["model_path"],
               "sizes": {k: len(v) for k, v in feats.items()}, "max_seq_length": max_len,
               "trainable": {"prompt": prompt_n, "head": head_n, "plm": plm_n},
               "best_dev": best_dev, "test": test_metrics, "history": train_cfg.history,
@@ -315,6 +309,6 @@ def format_result(result: Dict) -> str:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = ["| " + " | ".join(c.ljust(w) for c, w in zip(r, widths)) + " |" for r in rows]
     lines.insert(1, "|" + "|".join("-" * (w + 2) for w in widths) + "|")
-    head = (f"{result['dataset']} | {result['template']} strategy={result['strategy']} | backbone={result['backbone']} "
+    head = (f"{result['dataset']} | {result.get('method', result['strategy'])} | backbone={result['backbone']} "
             f"| trainable prompt={tr['prompt']:,} head={tr['head']:,} plm={tr['plm']:,} | {result['seconds']}s")
     return head + "\n" + "\n".join(lines)

@@ -121,7 +121,7 @@ def run_one_seed(cfg: Dict, name: str, splits: Splits, seed_dir: Optional[str], 
 def summarize(name: str, results: List[Dict]) -> Dict:
     first = results[0]
     metrics = first.get("metrics") or list(first["test"])
-    return {"config_name": name, "dataset": first.get("dataset"), "method": first.get("strategy"),
+    return {"config_name": name, "dataset": first.get("dataset"), "method": first.get("method") or first.get("strategy"),
             "protocol": first.get("protocol"), "selection": first.get("selection"),
             "test_split": first.get("test_split"), "selection_metric": first.get("selection_metric"),
             "metrics": metrics, "seeds": [r["seed"] for r in results],

@@ -70,7 +70,7 @@ def format_summary(result: Dict, run_dir: Optional[str]) -> str:
     t = result.get("training", {})
     best_epoch = t.get("best_epoch")
     lines = ["=" * 72,
-             f"run summary: {result['dataset']} | {result['strategy']} | {result['backbone']}",
+             f"run summary: {result['dataset']} | {result.get('method') or result.get('strategy')} | {result['backbone']}",
              f"  steps {t.get('optimizer_steps', '?')} over {t.get('epochs', '?')} epochs | best epoch "
              f"{best_epoch} | {t.get('processes', 1)} process(es) | mixed precision {t.get('mixed_precision', 'no')}"
              f"{' | resumed at step ' + str(t['resumed_from_step']) if t.get('resumed_from_step') is not None else ''}",
