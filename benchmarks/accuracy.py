@@ -3,7 +3,8 @@
     python benchmarks/accuracy.py --group cb_pt_family --workers 2
 
 Groups live in ``benchmarks/accuracy_groups.yaml``. Each (method, seed) is one
-``experiments/run.py`` subprocess with one thread (2 workers = the 2 cores of CI-class machines);
+``experiments/run.py`` subprocess (a method with ``runner: peft_prompt|peft_prefix``: the PEFT peer,
+``benchmarks/peft_run.py``) with one thread (2 workers = the 2 cores of CI-class machines);
 a pair whose ``metrics.json`` exists is skipped, so an interrupted group resumes where it stopped.
 At the end (and with ``--report-only``) the group's table is written to
 ``docs/results/<group>.md`` / ``.csv``: mean ± std over seeds of the test metrics, dev accuracy,
@@ -34,6 +35,10 @@ sys.path.insert(0, ROOT)
 from openprompt_ipt.runs import mean_std  # noqa: E402
 
 GROUPS_FILE = os.path.join(ROOT, "benchmarks", "accuracy_groups.yaml")
+# `runner:` of a method -> (script, its extra arguments); default experiments/run.py. A peer runner takes
+# run.py's options and writes the same layout, so skipping, resuming and the table work unchanged.
+RUNNERS = {"peft_prompt": ("benchmarks/peft_run.py", ["--peft", "prompt"]),
+           "peft_prefix": ("benchmarks/peft_run.py", ["--peft", "prefix"])}
 
 
 def slug(label: str) -> str:
@@ -48,6 +53,8 @@ def load_group(name: str, path: str = GROUPS_FILE) -> Dict:
     group = groups[name]
     labels = [m["label"] for m in group["methods"]]
     for m in group["methods"]:
+        if m.get("runner") and m["runner"] not in RUNNERS:
+            raise SystemExit(f"error: {m['label']}: unknown runner {m['runner']!r}; known: {', '.join(RUNNERS)}")
         if m.get("base") and m["base"] not in labels:
             raise SystemExit(f"error: {m['label']}: base {m['base']!r} is not a method of group {name}")
     return group
@@ -64,7 +71,8 @@ def run_dir(out: str, method: Dict, seed: int) -> str:
 
 
 def command(method: Dict, seed: int, out: str, extra: List[str]) -> List[str]:
-    cmd = [sys.executable, os.path.join(ROOT, "experiments", "run.py"), "--config", method["yaml"],
+    script, script_args = RUNNERS[method["runner"]] if method.get("runner") else ("experiments/run.py", [])
+    cmd = [sys.executable, os.path.join(ROOT, *script.split("/"))] + script_args + ["--config", method["yaml"],
            "--seeds", str(seed), "--output-dir", os.path.join(method_out(out, method), slug(method["label"])), "--quiet"]
     for item in list(method.get("set") or []) + extra:
         cmd += ["--set", item]

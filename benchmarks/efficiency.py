@@ -23,11 +23,13 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import torch  # noqa: E402
 from torch import nn  # noqa: E402
 
 import openprompt_ipt  # noqa: E402,F401
+from peft_peer import PeftClassifier  # noqa: E402  (shared with the accuracy row, peft_run.py)
 
 T = 20
 TEXT = '{"placeholder":"text_a"} Question: {"placeholder":"text_b"}? Answer: {"mask"}.'
@@ -63,20 +65,6 @@ METHODS = {
 }
 
 
-class PeftClassifier(nn.Module):
-    """PEFT on the encoder + the same SoftVerbalizer head as ours, read at the mask position."""
-
-    def __init__(self, peft_model, verbalizer, shift: int):
-        super().__init__()
-        self.peft_model, self.verbalizer, self.shift = peft_model, verbalizer, shift
-
-    def forward(self, batch):
-        hidden = self.peft_model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"])[0]
-        hidden = hidden[:, self.shift:]  # prompt tuning prepends its virtual tokens
-        at_mask = hidden[batch["loss_ids"] > 0]
-        return self.verbalizer.process_hiddens(at_mask)
-
-
 def table_file(tokenizer, dim: int) -> str:
     """An exported table if the pretraining ran, else a same-shaped one (timing does not care)."""
     exported = os.path.join("exports", "textcnn-minilm", "embedding.safetensors")
@@ -97,12 +85,10 @@ def build(name, model, tokenizer, num_classes=3):
     words = [["yes"], ["no"], ["maybe"]][:num_classes]
     kwargs = copy.deepcopy(kwargs)
     if kind.startswith("peft_"):
-        from peft import PrefixTuningConfig, PromptTuningConfig, TaskType, get_peft_model
+        from openprompt_ipt import InstanceWiseTemplate
         verbalizer = SoftVerbalizer(tokenizer, model, num_classes=num_classes, label_words=words)
-        cfg = (PromptTuningConfig if kind == "peft_prompt" else PrefixTuningConfig)(
-            task_type=TaskType.FEATURE_EXTRACTION, num_virtual_tokens=T)
-        peft_model = get_peft_model(model.base_model, cfg)
-        return PeftClassifier(peft_model, verbalizer, T if kind == "peft_prompt" else 0), IW
+        plain = InstanceWiseTemplate(model, tokenizer, text=TEXT, strategy="none")  # PEFT reads plain token ids
+        return PeftClassifier(model, plain, verbalizer, kind[5:], T), IW
     if kind == "finetune":
         model = copy.deepcopy(model)
         from openprompt_ipt import InstanceWiseTemplate
@@ -121,8 +107,7 @@ def build(name, model, tokenizer, num_classes=3):
 
 def fixed_batch(method_model, tokenizer, wrapper_class, examples, batch_size, seq_len):
     from openprompt_ipt.data import collate, encode_examples
-    # the PEFT peer reads plain token ids: it gets the prompt-free template's batch
-    template = method_model.template if hasattr(method_model, "template") else fixed_batch.plain
+    template = method_model.template  # the PEFT peer's encodes with its prompt-free template
     wrapper = wrapper_class(max_seq_length=seq_len, tokenizer=tokenizer, truncate_method="balanced")
     feats = encode_examples(examples[:batch_size], template, wrapper)
     return collate(feats, tokenizer.pad_token_id or 0)
@@ -180,8 +165,6 @@ def prepare(args, names):
     device = torch.device(args.device)
     model, tokenizer, wrapper_class, skip_mlm_head = setup(args)
     examples = long_examples(args.data_root, args.batch_size)
-    from openprompt_ipt import InstanceWiseTemplate
-    fixed_batch.plain = InstanceWiseTemplate(model, tokenizer, text=TEXT, strategy="none")
     built = {}
     for name in names:
         m, kind = build(name, model, tokenizer)
@@ -201,11 +184,9 @@ def prepare(args, names):
 
 
 def trainable(m):
-    if hasattr(m, "template"):
-        from openprompt_ipt.training.optim import split_counts
-        p, h, plm = split_counts(m)
-        return p + plm
-    return sum(p.numel() for p in m.peft_model.parameters() if p.requires_grad)
+    from openprompt_ipt.training.optim import split_counts
+    p, h, plm = split_counts(m)  # the PEFT peer's prompt counts as its "prompt"
+    return p + plm
 
 
 def measure_memory(args, name) -> float:

@@ -28,25 +28,30 @@ def parse_seeds(text):
     return seeds
 
 
-def resuming_train(cfg, splits, output_dir, show_progress):
-    """--resume: each run (seed / sweep point / fold) continues from its own newest checkpoint, if any."""
-    from openprompt_ipt.training.checkpoint import latest_checkpoint
+def training(run=run_experiment, resume: bool = False):
+    """The train_fn of ``run_seeds`` around ``run`` (``run_experiment`` or a peer's, e.g. PEFT's); with
+    --resume each run (seed / sweep point / fold) continues from its own newest checkpoint, if any."""
+    def train(cfg, splits, output_dir, show_progress):
+        from openprompt_ipt.training.checkpoint import latest_checkpoint
 
-    resume = bool(output_dir) and latest_checkpoint(output_dir) is not None
-    return run_experiment(cfg, None, output_dir, show_progress=show_progress, splits=splits.as_tuple(), resume=resume)
+        again = resume and bool(output_dir) and latest_checkpoint(output_dir) is not None
+        return run(cfg, None, output_dir, show_progress=show_progress, splits=splits.as_tuple(), resume=again)
+    return train
 
 
-def main(argv=None) -> int:
+def main(argv=None, parser=None, run_for=None) -> int:
+    """``parser`` / ``run_for(args) -> run`` let a peer runner (``benchmarks/peft_run.py``) add its
+    options and swap the model while keeping this CLI, its output layout and its report."""
     from openprompt_ipt.training.distributed import shutdown
 
     try:
-        return _main(argv)
+        return _main(argv, parser, run_for)
     finally:
         shutdown()
 
 
-def _main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def build_parser(description=__doc__.split("\n")[0]) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=description)
     p.add_argument("--config", required=True, help="experiment YAML (see yamls/)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE",
                    help="override a config value, e.g. --set train.epochs=5 (repeatable)")
@@ -61,7 +66,11 @@ def _main(argv=None) -> int:
                    help="autocast precision (same as --set train.mixed_precision=...)")
     p.add_argument("--gradient-accumulation-steps", type=int, default=None,
                    help="same as --set train.gradient_accumulation_steps=N")
-    args = p.parse_args(argv)
+    return p
+
+
+def _main(argv=None, parser=None, run_for=None) -> int:
+    args = (parser or build_parser()).parse_args(argv)
     if args.mixed_precision:
         args.overrides.append(f"train.mixed_precision={args.mixed_precision}")
     if args.gradient_accumulation_steps:
@@ -77,7 +86,7 @@ def _main(argv=None) -> int:
         if args.resume and not os.path.isdir(os.path.join(out, name)):
             raise FileNotFoundError(f"--resume: no runs of '{name}' under '{out}' (train without --resume first)")
         summary = run_seeds(cfg, name, out, args.seeds, args.data_root, show_progress=not args.quiet,
-                            train_fn=resuming_train if args.resume else None)
+                            train_fn=training(run_for(args) if run_for else run_experiment, args.resume))
     except (ValueError, FileNotFoundError, KeyError, ImportError, FloatingPointError) as e:
         print(f"error: {e.args[0] if isinstance(e, KeyError) and e.args else e}", file=sys.stderr)
         return 2

@@ -230,10 +230,13 @@ def paper_method_name(cfg: Dict) -> str:
 
 
 def run_experiment(cfg: Dict, root: str | None = None, output_dir: str | None = None,
-                   show_progress: bool = True, splits=None, resume: bool = False) -> Dict:
+                   show_progress: bool = True, splits=None, resume: bool = False,
+                   build=None, method: str | None = None) -> Dict:
     """``splits`` = (train, dev, test, labels) from a protocol (``openprompt_ipt.protocols``); default
     ``load_task`` (the full-data protocol). ``resume``: continue from the newest checkpoint in
-    ``output_dir`` (same config required)."""
+    ``output_dir`` (same config required). ``build``: a ``build_model``-like callable, so a peer method
+    (PEFT, ``benchmarks/peft_run.py``) gets the same data, loop, selection and report; ``method``
+    names it in the result (default: from the config)."""
     from .data import encode_examples, get_task, make_loader
     from .injection import max_positions
     from .training import Runtime, TrainConfig, Trainer, evaluate, set_seed
@@ -257,7 +260,7 @@ def run_experiment(cfg: Dict, root: str | None = None, output_dir: str | None = 
                          f"choose one of {list(task.metrics)}")
     check_label_words(cfg, task.labels)
     train, dev, test, labels = splits if splits is not None else load_task(cfg, root)
-    model, tokenizer, wrapper_class = build_model(cfg, train, len(labels), labels)
+    model, tokenizer, wrapper_class = (build or build_model)(cfg, train, len(labels), labels)
     n_prefix = getattr(model.template, "n_prefix", 0)
     max_len = min(int(cfg["plm"]["max_seq_length"]), max_positions(model.plm.config) - n_prefix)
     wrapper = wrapper_class(max_seq_length=max_len, tokenizer=tokenizer, truncate_method="balanced")  # OpenPrompt's "tail" crashes when a part empties
@@ -281,7 +284,7 @@ def run_experiment(cfg: Dict, root: str | None = None, output_dir: str | None = 
                 else {"validation": "official val", "test": "test"}[task.test_split])
     result = {"dataset": cfg["dataset"]["name"], "template": cfg["template"], "test_split": reported,
               "metrics": list(task.metrics),
-              "strategy": strategy_of(cfg), "method": paper_method_name(cfg), "backbone": cfg["plm"]["model_path"],
+              "strategy": strategy_of(cfg), "method": method or paper_method_name(cfg), "backbone": cfg["plm"]["model_path"],
               "sizes": {k: len(v) for k, v in feats.items()}, "max_seq_length": max_len,
               "trainable": {"prompt": prompt_n, "head": head_n, "plm": plm_n},
               "best_dev": best_dev, "test": test_metrics, "history": train_cfg.history,

@@ -19,6 +19,9 @@ def test_efficiency_benchmark_smoke(tmp_path, capsys):
     model.save_pretrained(str(ckpt))
     bench = _load("efficiency")
     methods = "Prompt Tuning,PT + Random IPT,P-tuning v2,M-IDPG-PHM (cached [CLS]),M-IDPG-PHM (hidden injection)"
+    peft = importlib.util.find_spec("peft") is not None
+    if peft:  # the peer, through the shared benchmarks/peft_peer.py
+        methods += ",PEFT prompt tuning,PEFT prefix tuning"
     out = tmp_path / "perf.md"
     rc = bench.main(["--backbone", str(ckpt), "--batch-size", "2", "--seq-len", "24", "--rounds", "1", "--steps", "1",
                      "--no-memory", "--methods", methods, "--data-root", str(tmp_path / "no-data"),
@@ -28,6 +31,8 @@ def test_efficiency_benchmark_smoke(tmp_path, capsys):
     for name in methods.split(","):
         assert f"| {name} |" in table
     assert "| Prompt Tuning | 640 |" in table  # 20 x 32 trainable prompt values
+    if peft:
+        assert "| PEFT prompt tuning | 640 |" in table
 
 
 def _fake_run(root, bench, method, seed, acc, prompt=100):
@@ -67,3 +72,79 @@ def test_accuracy_study_table_from_finished_runs(tmp_path):
              "methods": [dict(group["methods"][0], from_group=tmp_path.name)]}
     out = os.path.join(os.path.dirname(str(tmp_path)), "other_group")
     assert bench.pending(other, out) == [] and bench.collect(other, out)[0]["n"] == 2
+
+
+def test_accuracy_runner_builds_peer_command_and_rejects_unknown(tmp_path):
+    """A `runner:` method runs benchmarks/peft_run.py with run.py's options, into the same layout."""
+    import pytest
+
+    bench = _load("accuracy")
+    method = {"label": "PEFT prompt tuning", "yaml": "yamls/cb_prompt_tuning.yaml", "runner": "peft_prompt"}
+    cmd = bench.command(method, 3, str(tmp_path), ["train.epochs=1"])
+    assert cmd[1].endswith(os.path.join("benchmarks", "peft_run.py")) and cmd[2:4] == ["--peft", "prompt"]
+    assert cmd[cmd.index("--output-dir") + 1] == os.path.join(str(tmp_path), "peft_prompt_tuning")
+    assert cmd[-2:] == ["--set", "train.epochs=1"] and "--quiet" in cmd and cmd[cmd.index("--seeds") + 1] == "3"
+    plain = bench.command(dict(method, runner=None), 3, str(tmp_path), [])
+    assert plain[1].endswith(os.path.join("experiments", "run.py")) and "--peft" not in plain
+    groups = tmp_path / "groups.yaml"
+    groups.write_text("g:\n  title: T\n  seeds: [1]\n  methods:\n    - {label: A, yaml: a.yaml, runner: nope}\n")
+    with pytest.raises(SystemExit, match="unknown runner 'nope'"):
+        bench.load_group("g", str(groups))
+    for name in ("cb_pt_family", "cb_prefix_family"):  # the study's own groups load with their peer rows
+        assert any(m.get("runner") for m in bench.load_group(name)["methods"])
+
+
+def _peft_cfg(tmp_path, template):
+    import yaml
+
+    from conftest import _bert
+    from test_training import write_cb
+
+    model, _ = _bert(str(tmp_path))
+    model.save_pretrained(str(tmp_path / "bert"))
+    text = '{"placeholder":"text_a"} question: {"placeholder":"text_b"} ? {"mask"} .'
+    section = ({"text": text, "strategy": "none", "task_prompt_length": 5} if template == "instance_wise" else
+               {"text": text, "prompt_length": 4, "generator": "prefix", "prefix": {"reparameterize": True,
+                                                                                     "reparam_hidden": 8}})
+    cfg = {"dataset": {"name": "cb", "path": write_cb(tmp_path / "CB"), "dev_from_train": 0.25},
+           "plm": {"model_path": str(tmp_path / "bert"), "freeze": True, "max_seq_length": 32},
+           "template": template, template: section, "verbalizer": "soft_verbalizer",
+           "soft_verbalizer": {"label_words": [["yes"], ["no"], ["maybe"]]},
+           "train": {"epochs": 1, "batch_size": 4, "lr_prompt": 0.01, "lr_head": 0.01, "device": "cpu"},
+           "test": {"batch_size": 4}, "seed": 3}
+    path = tmp_path / "tiny_peft.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return str(path)
+
+
+def test_peft_run_writes_study_metrics(tmp_path):
+    """peft_run trains PEFT through our loop and writes what the study table reads."""
+    import json
+
+    import pytest
+
+    pytest.importorskip("peft")
+    runner, bench = _load("peft_run"), _load("accuracy")
+    for kind, template in (("prompt", "instance_wise"), ("prefix", "generated_prefix")):
+        config = _peft_cfg(tmp_path / kind, template)
+        out = tmp_path / "runs" / kind
+        assert runner.main(["--peft", kind, "--config", config, "--seeds", "1", "--output-dir", str(out), "--quiet"]) == 0
+        seed_dir = out / "tiny_peft" / "seed1"
+        rec = json.loads((seed_dir / "metrics.json").read_text())
+        assert rec["method"] == f"PEFT {kind} tuning" and rec["trainable"]["plm"] == 0 and rec["trainable"]["head"] > 0
+        assert len(rec["history"]) == 1 and (seed_dir / "config.json").exists() and (seed_dir / "log.csv").exists()
+        assert json.loads((seed_dir / "config.json").read_text())["peer"]["kind"] == kind
+        if kind == "prompt":
+            assert rec["trainable"]["prompt"] == 5 * 32  # num_virtual_tokens x hidden
+        else:  # PEFT's prefix MLP: embedding (4 x 32) + 32 -> 8 -> 2 layers x 2 x 32
+            assert rec["trainable"]["prompt"] == 4 * 32 + (32 * 8 + 8) + (8 * 2 * 2 * 32 + 2 * 2 * 32)
+        # the study's table reads it like any other run
+        method = {"label": f"PEFT {kind} tuning", "yaml": config, "runner": f"peft_{kind}"}
+        group = {"title": "T", "seeds": [1], "paper_source": "-", "methods": [method]}
+        row = bench.collect(group, str(out.parent / "study"))[0]
+        assert row["n"] == 0  # nothing there yet: the same layout is what makes it count below
+        os.makedirs(os.path.dirname(bench.run_dir(str(out.parent / "study"), method, 1)))
+        os.rename(str(seed_dir), bench.run_dir(str(out.parent / "study"), method, 1))
+        row = bench.collect(group, str(out.parent / "study"))[0]
+        assert row["n"] == 1 and row["prompt_params"] == rec["trainable"]["prompt"]
+        assert "PEFT" in bench.report("g", group, [row], "cmd")["g.md"]

@@ -78,8 +78,11 @@ def format_summary(result: Dict, run_dir: Optional[str]) -> str:
              "  test: " + " ".join(f"{k} {v:.4f}" for k, v in result["test"].items() if k != "loss"),
              f"  time {result.get('seconds', '?')}s"]
     if run_dir:
-        lines += [f"  run dir {run_dir}: config.json metrics.json best.safetensors template/ log.csv "
-                  f"checkpoints/{' tensorboard/' if os.path.isdir(os.path.join(run_dir, 'tensorboard')) else ''}",
-                  f"  predict: python experiments/predict.py --run {run_dir} --input FILE.jsonl"]
+        # a peer run (benchmarks/peft_run.py) saves no template/: nothing for predict.py to load
+        template = os.path.isdir(os.path.join(run_dir, "template"))
+        lines += [f"  run dir {run_dir}: config.json metrics.json best.safetensors {'template/ ' if template else ''}"
+                  f"log.csv checkpoints/{' tensorboard/' if os.path.isdir(os.path.join(run_dir, 'tensorboard')) else ''}"]
+        if template:
+            lines.append(f"  predict: python experiments/predict.py --run {run_dir} --input FILE.jsonl")
     lines.append("=" * 72)
     return "\n".join(lines)
