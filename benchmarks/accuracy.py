@@ -33,6 +33,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from openprompt_ipt.runs import mean_std  # noqa: E402
+from openprompt_ipt.serialization import write_text_atomic  # noqa: E402
 
 GROUPS_FILE = os.path.join(ROOT, "benchmarks", "accuracy_groups.yaml")
 # `runner:` of a method -> (script, its extra arguments); default experiments/run.py. A peer runner takes
@@ -52,7 +53,12 @@ def load_group(name: str, path: str = GROUPS_FILE) -> Dict:
         raise SystemExit(f"error: unknown group {name!r}; known: {', '.join(groups)}")
     group = groups[name]
     labels = [m["label"] for m in group["methods"]]
+    shared = list(group.get("set") or [])  # the group's own overrides (e.g. a few-shot protocol) come first
     for m in group["methods"]:
+        if shared and m.get("from_group"):
+            raise SystemExit(f"error: {m['label']}: from_group reuses runs made without this group's set: {shared}; "
+                             "drop one of them")
+        m["set"] = shared + list(m.get("set") or [])
         if m.get("runner") and m["runner"] not in RUNNERS:
             raise SystemExit(f"error: {m['label']}: unknown runner {m['runner']!r}; known: {', '.join(RUNNERS)}")
         if m.get("base") and m["base"] not in labels:
@@ -148,7 +154,7 @@ def report(name: str, group: Dict, rows: List[Dict], command_line: str) -> Dict[
            [f"test {k[5:]}" for k in extra] + ["dev acc", "Δ acc vs base", "target", "paper", "seeds", "per-seed test acc"]
     lines = [f"## {group['title']}", "",
              f"`{command_line}` — {len(group['seeds'])} seeds {group['seeds']}; paper column: "
-             f"{group['paper_source']}.", "",
+             f"{group['paper_source']}." + (f" Every run: `--set {' --set '.join(group['set'])}`." if group.get("set") else ""), "",
              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     csv_buf = io.StringIO()
     writer = csv.writer(csv_buf)
@@ -174,14 +180,6 @@ def report(name: str, group: Dict, rows: List[Dict], command_line: str) -> Dict[
                         [(r.get(k) or {}).get("mean") for k in extra] +
                         [r["dev_accuracy"].get("mean"), delta, r["paper"], r["n"]])
     return {f"{name}.md": "\n".join(lines) + "\n", f"{name}.csv": csv_buf.getvalue()}
-
-
-def write_atomic(path: str, text: str) -> None:
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        f.write(text)
-    os.replace(tmp, path)
 
 
 def prune_weights(out: str) -> None:
@@ -219,7 +217,7 @@ def main(argv=None) -> int:
     cmd = f"python benchmarks/accuracy.py --group {args.group} --workers {args.workers}" + \
           "".join(f" --set {e}" for e in args.extra)
     for fname, text in report(args.group, group, rows, cmd).items():
-        write_atomic(os.path.join(args.docs, fname), text)
+        write_text_atomic(os.path.join(args.docs, fname), text)
     print(report(args.group, group, rows, cmd)[f"{args.group}.md"])
     for f in failures:
         print(f"FAILED {f}", file=sys.stderr)

@@ -293,10 +293,10 @@ def run_experiment(cfg: Dict, root: str | None = None, output_dir: str | None = 
         os.makedirs(output_dir, exist_ok=True)
         if hasattr(model.template, "save_pretrained"):
             model.template.save_pretrained(os.path.join(output_dir, "template"))
-        with open(os.path.join(output_dir, "config.json"), "w") as f:
-            json.dump(cfg, f, indent=2)
-        with open(os.path.join(output_dir, "metrics.json"), "w") as f:
-            json.dump(result, f, indent=2)
+        from .serialization import write_text_atomic
+
+        write_text_atomic(os.path.join(output_dir, "config.json"), json.dumps(cfg, indent=2))
+        write_text_atomic(os.path.join(output_dir, "metrics.json"), json.dumps(result, indent=2))
     return result
 
 

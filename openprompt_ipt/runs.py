@@ -16,6 +16,7 @@ import os
 from typing import Callable, Dict, List, Optional, Sequence
 
 from .protocols import Splits, cv_folds, label_result, make_splits
+from .serialization import write_text_atomic
 from .sweep import apply_point, expand_grid, point_name, select_best
 
 TrainFn = Callable[[Dict, Splits, Optional[str], bool], Dict]
@@ -51,11 +52,7 @@ def protocol_label(cfg: Dict) -> str:
 def write_json(path: str, obj) -> None:
     if int(os.environ.get("RANK", "0")) != 0:  # several processes (torchrun / accelerate): rank 0 writes
         return
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(obj, f, indent=2)
-    os.replace(tmp, path)
+    write_text_atomic(path, json.dumps(obj, indent=2))
 
 
 def _tqdm(items, desc: str, show: bool):

@@ -45,17 +45,24 @@ def load_trainable(module: nn.Module, path: str) -> None:
         own[name].data.copy_(tensor)
 
 
-def emit_text(text: str, output: str | None, summary: str) -> None:
-    """CLI output: to stdout, or to ``output`` atomically (a ``.tmp`` file, then ``os.replace``) with
-    ``summary`` on stderr, so an interrupted write never leaves half a file under the real name."""
+def write_text_atomic(path: str, text: str) -> None:
+    """Write through a ``.tmp`` file and ``os.replace``: an interrupted write never leaves half a file
+    under the real name (tables, metrics, CLI outputs all go through here)."""
     import os
+
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def emit_text(text: str, output: str | None, summary: str) -> None:
+    """CLI output: to stdout, or to ``output`` atomically with ``summary`` on stderr."""
     import sys
 
     if not output:
         sys.stdout.write(text)
         return
-    tmp = output + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(tmp, output)
+    write_text_atomic(output, text)
     print(f"{summary} -> {output}", file=sys.stderr)

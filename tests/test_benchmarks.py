@@ -94,6 +94,30 @@ def test_accuracy_runner_builds_peer_command_and_rejects_unknown(tmp_path):
         assert any(m.get("runner") for m in bench.load_group(name)["methods"])
 
 
+def test_accuracy_group_set_applies_to_every_method(tmp_path):
+    """A group's `set:` (e.g. the few-shot protocol) reaches every run, before the method's own overrides;
+    reusing another group's runs (made without it) is refused."""
+    import pytest
+
+    bench = _load("accuracy")
+    groups = tmp_path / "groups.yaml"
+    groups.write_text("g:\n  title: T\n  seeds: [1]\n  paper_source: P\n  set: [protocol.name=few_shot, train.epochs=30]\n"
+                      "  methods:\n    - {label: A, yaml: a.yaml}\n    - {label: B, yaml: b.yaml, set: [train.epochs=5]}\n"
+                      "h:\n  title: T\n  seeds: [1]\n  set: [train.epochs=30]\n  methods:\n    - {label: A, yaml: a.yaml, from_group: g}\n")
+    group = bench.load_group("g", str(groups))
+    a, b = (bench.command(m, 1, str(tmp_path), []) for m in group["methods"])
+    sets = lambda cmd: [cmd[i + 1] for i, c in enumerate(cmd) if c == "--set"]  # noqa: E731
+    assert sets(a) == ["protocol.name=few_shot", "train.epochs=30"]
+    assert sets(b) == ["protocol.name=few_shot", "train.epochs=30", "train.epochs=5"]  # the method's own wins
+    md = bench.report("g", group, bench.collect(group, str(tmp_path)), "cmd")["g.md"]
+    assert "--set protocol.name=few_shot --set train.epochs=30" in md  # the table says how its runs differ
+    with pytest.raises(SystemExit, match="from_group reuses runs made without"):
+        bench.load_group("h", str(groups))
+    for name in ("cb_few_shot", "rte_few_shot", "sst2_table5", "agnews_table5", "imdb_table5"):
+        assert all("protocol.name=few_shot" in m["set"] or "dataset.max_train=1000" in m["set"]
+                   for m in bench.load_group(name)["methods"])
+
+
 def _peft_cfg(tmp_path, template):
     import yaml
 
