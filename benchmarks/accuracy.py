@@ -96,8 +96,9 @@ def run_job(cmd: List[str], log_path: str, threads: int) -> int:
 
 
 def pending(group: Dict, out: str) -> List:
-    """(method, seed) pairs without a metrics.json: a finished run is never redone."""
-    return [(m, s) for m in group["methods"] for s in group["seeds"]
+    """(method, seed) pairs without a metrics.json: a finished run is never redone. Seed-major, so a
+    group stopped part-way has every method at the same number of seeds."""
+    return [(m, s) for s in group["seeds"] for m in group["methods"]
             if not os.path.exists(os.path.join(run_dir(out, m, s), "metrics.json"))]
 
 

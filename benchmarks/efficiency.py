@@ -69,7 +69,11 @@ def table_file(tokenizer, dim: int) -> str:
     """An exported table if the pretraining ran, else a same-shaped one (timing does not care)."""
     exported = os.path.join("exports", "textcnn-minilm", "embedding.safetensors")
     if os.path.isfile(exported):
-        return exported
+        from safetensors import safe_open
+        with safe_open(exported, framework="pt") as f:
+            shape = tuple(f.get_slice("embedding").get_shape())
+        if shape == (len(tokenizer), dim):  # the export is for this backbone's vocabulary and width
+            return exported
     from openprompt_ipt.generators.vocab_table import save_table, tokenizer_fingerprint
     path = os.path.join(tempfile.mkdtemp(), "embedding.safetensors")
     save_table(path, torch.randn(len(tokenizer), dim) * 0.02,
