@@ -187,6 +187,21 @@ def prepare(args, names):
     return runs, model, device
 
 
+def count_flops(m, batch, opts) -> float:
+    """FLOPs of one training step (forward + backward) as torch's FlopCounterMode counts them: matmuls,
+    convolutions and attention, the work a step cannot avoid. Deterministic, so a step-time ratio
+    that differs from the FLOP ratio is overhead or machine noise, not work. (CPU LSTM kernels are not
+    decomposed into matmuls and are not counted.)"""
+    from torch.utils.flop_counter import FlopCounterMode
+    m.train()
+    with FlopCounterMode(display=False) as counter:
+        loss = nn.functional.cross_entropy(m(dict(batch)), batch["label"])
+        loss.backward()
+    for opt in opts:
+        opt.zero_grad(set_to_none=True)
+    return float(counter.get_total_flops())
+
+
 def trainable(m):
     from openprompt_ipt.training.optim import split_counts
     p, h, plm = split_counts(m)  # the PEFT peer's prompt counts as its "prompt"
@@ -282,6 +297,7 @@ def main(argv=None) -> int:
                 m(dict(batch))
             sync(device)
             infer[name] = args.batch_size * args.steps / (time.perf_counter() - t0)
+    flops = {n: count_flops(*runs[n]) for n in names}
     memory = {n: (float("nan") if args.no_memory else measure_memory(args, n)) for n in names}
     med = {n: statistics.median(v) for n, v in times.items()}
     base = med.get("Prompt Tuning")
@@ -290,12 +306,15 @@ def main(argv=None) -> int:
     lines = [f"backbone `{args.backbone}`, device {device}, batch {args.batch_size} x {args.seq_len} tokens, "
              f"{T} prompt positions, {args.rounds} rounds x {args.steps} steps (median), torch threads "
              f"{torch.get_num_threads()}", "",
-             f"| method | trainable | step ms | × PT | {unit} | × PT mem | inference ex/s |",
-             "|---|---:|---:|---:|---:|---:|---:|"]
+             f"| method | trainable | step ms | × PT | GFLOP / step | × PT FLOPs | {unit} | × PT mem | inference ex/s |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    base_flops = flops.get("Prompt Tuning")
     for n in names:
         ratio = f"{med[n] / base:.2f}" if base else "-"
         mratio = f"{memory[n] / base_mem:.2f}" if base_mem and memory[n] == memory[n] else "-"
-        lines.append(f"| {n} | {trainable(runs[n][0]):,} | {med[n] * 1000:.0f} | {ratio} | {memory[n]:.0f} | "
+        fratio = f"{flops[n] / base_flops:.3f}" if base_flops else "-"
+        lines.append(f"| {n} | {trainable(runs[n][0]):,} | {med[n] * 1000:.0f} | {ratio} | {flops[n] / 1e9:.4g} | {fratio} | "
+                     f"{memory[n]:.0f} | "
                      f"{mratio} | {infer[n]:.1f} |")
     text = "\n".join(lines)
     print(text)
@@ -303,7 +322,7 @@ def main(argv=None) -> int:
         with open(args.output, "w") as f:
             f.write(text + "\n")
         with open(os.path.splitext(args.output)[0] + ".json", "w") as f:
-            json.dump({"args": vars(args), "step_seconds": times, "inference_ex_s": infer, "memory": memory}, f, indent=1)
+            json.dump({"args": vars(args), "step_seconds": times, "flops": flops, "inference_ex_s": infer, "memory": memory}, f, indent=1)
     return 0
 
 

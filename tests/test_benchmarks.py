@@ -31,6 +31,11 @@ def test_efficiency_benchmark_smoke(tmp_path, capsys):
     for name in methods.split(","):
         assert f"| {name} |" in table
     assert "| Prompt Tuning | 640 |" in table  # 20 x 32 trainable prompt values
+    rows = {line.split(" | ")[0].strip("| "): line.split(" | ") for line in table.splitlines() if line.startswith("| ")}
+    assert rows["method"][4:6] == ["GFLOP / step", "× PT FLOPs"]
+    assert rows["Prompt Tuning"][5] == "1.000" and float(rows["Prompt Tuning"][4]) > 0
+    # same 20 prompt positions, and a table lookup is no matmul: Random IPT does Prompt Tuning's work
+    assert abs(float(rows["PT + Random IPT"][5]) - 1.0) < 0.02
     if peft:
         assert "| PEFT prompt tuning | 640 |" in table
 
