@@ -138,6 +138,10 @@ def collect(group: Dict, out: str) -> List[Dict]:
         for key in metrics:
             row[f"test_{key}"] = mean_std([r["test"][key] for r in recs])
         row["test_per_seed"] = [round(100 * r["test"]["accuracy"], 1) for r in recs]
+        # over-fitting at a glance: how far training loss fell, and which epoch dev selection kept
+        losses = [r["history"][-1]["train_loss"] for r in recs if r.get("history")]
+        row["final_train_loss"] = mean_std(losses)["mean"] if losses else None
+        row["best_epochs"] = [r.get("training", {}).get("best_epoch") for r in recs]
         rows.append(row)
     return rows
 
@@ -152,7 +156,8 @@ def report(name: str, group: Dict, rows: List[Dict], command_line: str) -> Dict[
     by_label = {r["method"]: r for r in rows}
     extra = [k for k in rows[0] if k.startswith("test_") and k not in ("test_accuracy", "test_per_seed")]
     head = ["method", "trainable prompt params", "test acc (mean ± std)"] + \
-           [f"test {k[5:]}" for k in extra] + ["dev acc", "Δ acc vs base", "target", "paper", "seeds", "per-seed test acc"]
+           [f"test {k[5:]}" for k in extra] + ["dev acc", "Δ acc vs base", "target", "paper", "seeds", "per-seed test acc",
+                                                "final train loss", "best epochs"]
     lines = [f"## {group['title']}", "",
              f"`{command_line}` — {len(group['seeds'])} seeds {group['seeds']}; paper column: "
              f"{group['paper_source']}." + (f" Every run: `--set {' --set '.join(group['set'])}`." if group.get("set") else ""), "",
@@ -174,7 +179,9 @@ def report(name: str, group: Dict, rows: List[Dict], command_line: str) -> Dict[
         paper = f"{r['paper']:.1f}" if r["paper"] is not None else "–"
         cells = [r["method"], params, pct(r.get("test_accuracy"))] + [pct(r.get(k)) for k in extra] + \
                 [pct(r["dev_accuracy"]), delta, target, paper, str(r["n"]),
-                 " ".join(f"{v:.1f}" for v in r["test_per_seed"])]
+                 " ".join(f"{v:.1f}" for v in r["test_per_seed"]),
+                 f"{r['final_train_loss']:.3f}" if r.get("final_train_loss") is not None else "–",
+                 ", ".join(str(e) for e in r.get("best_epochs") or [])]
         lines.append("| " + " | ".join(cells) + " |")
         acc = r.get("test_accuracy") or {}
         writer.writerow([r["method"], r["prompt_params"], acc.get("mean"), acc.get("std")] +
