@@ -88,16 +88,23 @@ def build(name, model, tokenizer, num_classes=3):
     kind, kwargs = METHODS[name]
     words = [["yes"], ["no"], ["maybe"]][:num_classes]
     kwargs = copy.deepcopy(kwargs)
+
+    def head():
+        # SoftVerbalizer deep-copies the PLM's head, requires_grad included: once an earlier method has
+        # frozen the shared backbone, the copy would come out frozen. Every method trains its whole head.
+        verbalizer = SoftVerbalizer(tokenizer, model, num_classes=num_classes, label_words=words)
+        verbalizer.head.requires_grad_(True)
+        return verbalizer
     if kind.startswith("peft_"):
         from openprompt_ipt import InstanceWiseTemplate
-        verbalizer = SoftVerbalizer(tokenizer, model, num_classes=num_classes, label_words=words)
+        verbalizer = head()
         plain = InstanceWiseTemplate(model, tokenizer, text=TEXT, strategy="none")  # PEFT reads plain token ids
         return PeftClassifier(model, plain, verbalizer, kind[5:], T), IW
     if kind == "finetune":
-        model = copy.deepcopy(model)
+        model = copy.deepcopy(model).requires_grad_(True)  # the shared backbone may be frozen by now
         from openprompt_ipt import InstanceWiseTemplate
         template = InstanceWiseTemplate(model, tokenizer, text=TEXT, strategy="none")
-        verbalizer = SoftVerbalizer(tokenizer, model, num_classes=num_classes, label_words=words)
+        verbalizer = head()
         return PromptForClassification(model, template, verbalizer, freeze_plm=False), IW
     from openprompt.prompts import TEMPLATE_CLASS
     if kwargs.get("strategy") == "pretrained":
@@ -105,7 +112,7 @@ def build(name, model, tokenizer, num_classes=3):
     if kind == GP:
         kwargs["prompt_length"] = T
     template = TEMPLATE_CLASS[kind](model, tokenizer, text=TEXT, **kwargs)
-    verbalizer = SoftVerbalizer(tokenizer, model, num_classes=num_classes, label_words=words)
+    verbalizer = head()
     return PromptForClassification(model, template, verbalizer, freeze_plm=True, plm_eval_mode=True), kind
 
 

@@ -40,6 +40,26 @@ def test_efficiency_benchmark_smoke(tmp_path, capsys):
         assert "| PEFT prompt tuning | 640 |" in table
 
 
+
+def test_efficiency_methods_train_their_whole_head_whatever_the_build_order(tmp_path):
+    """Methods share one backbone; a method built after another froze it still trains its whole
+    SoftVerbalizer head (a deep copy of the PLM's), and fine-tuning still trains the PLM."""
+    import argparse
+    model, tok = conftest._bert(str(tmp_path))
+    ckpt = tmp_path / "bert"
+    model.save_pretrained(str(ckpt))
+    bench = _load("efficiency")
+    names = ["Prompt Tuning", "PT + Random IPT", "Fine-tuning"]
+    args = argparse.Namespace(backbone=str(ckpt), batch_size=2, seq_len=24, device="cpu", keep_mlm_head=False,
+                              data_root=str(tmp_path / "no-data"))
+    runs, _, _ = bench.prepare(args, names)
+    heads = {n: {k: p.requires_grad for k, p in runs[n][0].verbalizer.head.named_parameters()} for n in names}
+    for n in names:
+        assert heads[n] and all(heads[n].values()), (n, heads[n])
+        assert heads[n] == heads["Prompt Tuning"]
+    assert all(p.requires_grad for p in runs["Fine-tuning"][0].plm.parameters())
+    assert not any(p.requires_grad for p in runs["PT + Random IPT"][0].plm.parameters())
+
 def _fake_run(root, bench, method, seed, acc, prompt=100):
     d = bench.run_dir(str(root), method, seed)
     os.makedirs(d)
@@ -177,3 +197,28 @@ def test_peft_run_writes_study_metrics(tmp_path):
         row = bench.collect(group, str(out.parent / "study"))[0]
         assert row["n"] == 1 and row["prompt_params"] == rec["trainable"]["prompt"]
         assert "PEFT" in bench.report("g", group, [row], "cmd")["g.md"]
+
+
+def test_step_profile_counts_ops_and_splits_work_from_overhead(tmp_path):
+    model, tok = conftest._bert(str(tmp_path))
+    ckpt = tmp_path / "bert"
+    model.save_pretrained(str(ckpt))
+    bench = _load("step_profile")
+    assert bench.is_work("aten::addmm") and bench.is_work("aten::_scaled_dot_product_flash_attention_for_cpu")
+    assert not bench.is_work("aten::gelu") and not bench.is_work("aten::copy_")
+    out = tmp_path / "profile.md"
+    rc = bench.main(["--backbone", str(ckpt), "--batch-size", "2", "--seq-len", "24", "--rounds", "1",
+                     "--methods", "Prompt Tuning,Fine-tuning", "--data-root", str(tmp_path / "no-data"),
+                     "--output", str(out)])
+    assert rc == 0
+    rows = {line.split(" | ")[0].strip("| "): line.split(" | ") for line in out.read_text().splitlines()
+            if line.startswith("| ") and not line.startswith("| method")}
+    pt, ft = rows["Prompt Tuning"], rows["Fine-tuning"]
+    assert int(pt[2]) > 100 and float(pt[6]) == 1.0
+    # fine-tuning updates every PLM weight: many more optimizer ops than Prompt Tuning's one table + head
+    assert int(ft[2]) > int(pt[2])
+    try:
+        bench.main(["--methods", "No Such Method"])
+        raise AssertionError("unknown method accepted")
+    except SystemExit as e:
+        assert "unknown method" in str(e)
