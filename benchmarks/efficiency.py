@@ -326,10 +326,10 @@ def main(argv=None) -> int:
     text = "\n".join(lines)
     print(text)
     if args.output:
-        with open(args.output, "w") as f:
-            f.write(text + "\n")
-        with open(os.path.splitext(args.output)[0] + ".json", "w") as f:
-            json.dump({"args": vars(args), "step_seconds": times, "flops": flops, "inference_ex_s": infer, "memory": memory}, f, indent=1)
+        from openprompt_ipt.serialization import write_text_atomic
+        write_text_atomic(args.output, text + "\n")
+        write_text_atomic(os.path.splitext(args.output)[0] + ".json", json.dumps(
+            {"args": vars(args), "step_seconds": times, "flops": flops, "inference_ex_s": infer, "memory": memory}, indent=1))
     return 0
 
 
