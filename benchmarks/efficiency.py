@@ -81,6 +81,15 @@ def table_file(tokenizer, dim: int) -> str:
     return path
 
 
+def method_names(text):
+    """--methods "A,B" -> ["A", "B"] (all methods when empty); an unknown name is one clear error."""
+    names = [n.strip() for n in text.split(",") if n.strip()] if text else list(METHODS)
+    unknown = [n for n in names if n not in METHODS]
+    if unknown:
+        raise SystemExit(f"error: unknown method(s) {unknown}: choose from {list(METHODS)}")
+    return names
+
+
 def build(name, model, tokenizer, num_classes=3):
     from openprompt import PromptForClassification
     from openprompt.prompts import SoftVerbalizer
@@ -268,10 +277,7 @@ def main(argv=None) -> int:
     if args.memory_of:
         memory_only(args)
         return 0
-    names = [n.strip() for n in args.methods.split(",")] if args.methods else list(METHODS)
-    unknown = [n for n in names if n not in METHODS]
-    if unknown:
-        raise SystemExit(f"error: unknown method(s) {unknown}: choose from {list(METHODS)}")
+    names = method_names(args.methods)
     try:
         import peft  # noqa: F401
     except ImportError:

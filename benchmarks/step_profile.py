@@ -62,10 +62,7 @@ def main(argv=None) -> int:
     p.add_argument("--data-root", default=os.environ.get("IPT_ASSETS", os.path.join("..", "shared", "assets")))
     p.add_argument("--output", default=None, help="write the markdown report here")
     args = p.parse_args(argv)
-    names = [n.strip() for n in args.methods.split(",") if n.strip()]
-    unknown = [n for n in names if n not in efficiency.METHODS]
-    if unknown:
-        raise SystemExit(f"error: unknown method(s) {unknown}: choose from {list(efficiency.METHODS)}")
+    names = efficiency.method_names(args.methods)
     if any(efficiency.METHODS[n][0].startswith("peft_") for n in names):
         from peft_peer import require_peft
         require_peft()
