@@ -5,7 +5,7 @@
 # official validation rows copied verbatim from $IPT_ASSETS/superglue/<TASK>/val.jsonl:
 #   docs/case_study/cb_val_rows.jsonl   CB val idx 0 contradiction, 1 neutral, 2 entailment
 #   docs/case_study/rte_val_rows.jsonl  RTE val idx 0 not_entailment, 1 entailment, 12 not_entailment
-# TASK=cb (default) EPOCHS=8 is the accuracy study's budget (~15 minutes); TASK=rte EPOCHS=2 (~35 minutes: RTE
+# TASK=cb (default) EPOCHS=8 is the accuracy study's budget (~15 minutes); TASK=rte EPOCHS=2 (~45 minutes: RTE
 # has ten times CB's training rows). Reports go to docs/case_study/epochs$EPOCHS/<task>_<method>.md.
 set -euo pipefail
 export IPT_ASSETS=${IPT_ASSETS:-/work/shared/assets}
