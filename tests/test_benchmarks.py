@@ -119,6 +119,25 @@ def test_accuracy_runner_builds_peer_command_and_rejects_unknown(tmp_path):
         assert any(m.get("runner") for m in bench.load_group(name)["methods"])
 
 
+def test_every_shipped_accuracy_group_loads_and_its_yamls_fit_its_task():
+    """A typo in a group (a missing YAML, a base that is no method, a YAML of another task) would only
+    show up hours into a study: every group of accuracy_groups.yaml is checked here."""
+    import yaml
+
+    from openprompt_ipt.config import load_config
+
+    bench = _load("accuracy")
+    with open(bench.GROUPS_FILE) as f:
+        names = list(yaml.safe_load(f))
+    assert {"rte_pt_family", "rte_prefix_family", "rte_idpg_family"} <= set(names)
+    for name in names:
+        group = bench.load_group(name)
+        for m in group["methods"]:
+            path = os.path.join(bench.ROOT, m["yaml"])
+            assert os.path.isfile(path), (name, m["yaml"])
+            assert load_config(path)["dataset"]["name"] == group["task"], (name, m["yaml"])
+
+
 def test_accuracy_group_set_applies_to_every_method(tmp_path):
     """A group's `set:` (e.g. the few-shot protocol) reaches every run, before the method's own overrides;
     reusing another group's runs (made without it) is refused."""
