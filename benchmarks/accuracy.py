@@ -24,7 +24,7 @@ import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 import yaml
 from tqdm.auto import tqdm
@@ -102,21 +102,39 @@ def pending(group: Dict, out: str) -> List:
             if not os.path.exists(os.path.join(run_dir(out, m, s), "metrics.json"))]
 
 
-def run_group(name: str, group: Dict, out: str, workers: int, threads: int, extra: List[str]) -> List[str]:
+NOT_STARTED = None  # run_job's result for a run that --stop-after kept from starting
+
+
+def run_group(name: str, group: Dict, out: str, workers: int, threads: int, extra: List[str],
+              stop_after: Optional[float] = None) -> List[str]:
+    """``stop_after``: minutes after which no further run starts (runs in flight finish), so a group
+    that spans sessions stops between runs instead of losing the ones a hard stop would kill."""
     jobs = pending(group, out)
-    failures = []
+    failures, skipped = [], 0
     done = len(group["methods"]) * len(group["seeds"]) - len(jobs)
     print(f"group {name}: {len(jobs)} runs to do, {done} already finished", flush=True)
+    deadline = time.time() + 60 * stop_after if stop_after is not None else None
+
+    def job(cmd, log):
+        if deadline is not None and time.time() >= deadline:
+            return NOT_STARTED
+        return run_job(cmd, log, threads)
+
     with ThreadPoolExecutor(max_workers=workers) as pool:
         futures = {}
         for m, s in jobs:
             log = os.path.join(out, "logs", f"{slug(m['label'])}_seed{s}.log")
-            futures[pool.submit(run_job, command(m, s, out, extra), log, threads)] = (m, s, log)
+            futures[pool.submit(job, command(m, s, out, extra), log)] = (m, s, log)
         for fut in tqdm(as_completed(futures), total=len(futures), desc=name):
             m, s, log = futures[fut]
-            if fut.result() != 0:
+            if fut.result() is NOT_STARTED:
+                skipped += 1
+            elif fut.result() != 0:
                 failures.append(f"{m['label']} seed {s}: exit {fut.result()} (see {log})")
                 tqdm.write(f"FAILED {failures[-1]}")
+    if skipped:
+        print(f"group {name}: --stop-after {stop_after:g} min reached, {skipped} runs not started "
+              "(rerun the same command to resume)", flush=True)
     return failures
 
 
@@ -208,13 +226,17 @@ def main(argv=None) -> int:
     p.add_argument("--set", dest="extra", action="append", default=[], help="override for every run")
     p.add_argument("--report-only", action="store_true", help="only rebuild the table from finished runs")
     p.add_argument("--keep-weights", action="store_true", help="keep best.safetensors / checkpoints")
+    p.add_argument("--stop-after", type=float, default=None, metavar="MINUTES",
+                   help="start no run after this many minutes (runs in flight finish); rerun to resume")
     args = p.parse_args(argv)
+    if args.stop_after is not None and args.stop_after < 0:
+        p.error(f"--stop-after must be >= 0 minutes, got {args.stop_after:g}")
     group = load_group(args.group)
     out = args.out or os.path.join(ROOT, "results", "accuracy", args.group)
     failures = []
     if not args.report_only:
         start = time.time()
-        failures = run_group(args.group, group, out, args.workers, args.threads, args.extra)
+        failures = run_group(args.group, group, out, args.workers, args.threads, args.extra, args.stop_after)
         print(f"group {args.group}: {(time.time() - start) / 60:.1f} min", flush=True)
         if not args.keep_weights:
             prune_weights(out)

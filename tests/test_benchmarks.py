@@ -241,3 +241,17 @@ def test_step_profile_counts_ops_and_splits_work_from_overhead(tmp_path):
         raise AssertionError("unknown method accepted")
     except SystemExit as e:
         assert "unknown method" in str(e)
+
+
+def test_accuracy_stop_after_starts_no_run_past_the_deadline(tmp_path, monkeypatch, capsys):
+    """--stop-after: runs due after the deadline are not started (and are not failures); without it,
+    every pending run starts."""
+    bench = _load("accuracy")
+    group = {"title": "T", "task": "cb", "seeds": [1, 2], "paper_source": "P",
+             "methods": [{"label": "A", "yaml": "yamls/cb_prompt_tuning.yaml", "set": []}]}
+    started = []
+    monkeypatch.setattr(bench, "run_job", lambda cmd, log, threads: started.append(cmd) or 0)
+    assert bench.run_group("g", group, str(tmp_path), 1, 1, [], stop_after=0) == []
+    assert started == [] and "2 runs not started" in capsys.readouterr().out
+    assert bench.run_group("g", group, str(tmp_path), 1, 1, []) == []
+    assert [c[c.index("--seeds") + 1] for c in started] == ["1", "2"]
