@@ -45,16 +45,20 @@ def load_trainable(module: nn.Module, path: str) -> None:
         own[name].data.copy_(tensor)
 
 
-def write_text_atomic(path: str, text: str) -> None:
+def write_bytes_atomic(path: str, data: bytes) -> None:
     """Write through a ``.tmp`` file and ``os.replace``: an interrupted write never leaves half a file
-    under the real name (tables, metrics, CLI outputs all go through here)."""
+    under the real name (tables, metrics, plots, CLI outputs all go through here)."""
     import os
 
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
+    with open(tmp, "wb") as f:
+        f.write(data)
     os.replace(tmp, path)
+
+
+def write_text_atomic(path: str, text: str) -> None:
+    write_bytes_atomic(path, text.encode("utf-8"))
 
 
 def emit_text(text: str, output: str | None, summary: str) -> None:

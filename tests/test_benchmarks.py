@@ -255,3 +255,18 @@ def test_accuracy_stop_after_starts_no_run_past_the_deadline(tmp_path, monkeypat
     assert started == [] and "2 runs not started" in capsys.readouterr().out
     assert bench.run_group("g", group, str(tmp_path), 1, 1, []) == []
     assert [c[c.index("--seeds") + 1] for c in started] == ["1", "2"]
+
+
+def test_plot_groups_draws_the_tables_and_refuses_a_missing_one(tmp_path, capsys):
+    bench = _load("plot_groups")
+    tables = tmp_path / "tables"
+    tables.mkdir()
+    (tables / "agnews_table5.csv").write_text(
+        "method,prompt_params,test_acc_mean,test_acc_std,test_macro_f1_mean,dev_acc_mean,delta_vs_base,paper,n\n"
+        "Random IPT,10,0.84,0.01,0.84,0.86,,86.2,5\nPretrained IPT,10,0.85,0.02,0.85,0.86,+1.0,86.9,5\n")
+    out = tmp_path / "plot.png"
+    assert bench.main(["--groups", "agnews_table5", "--tables", str(tables), "--out", str(out)]) == 0
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    missing = tmp_path / "none.png"
+    assert bench.main(["--groups", "agnews_table5", "imdb_table5", "--tables", str(tables), "--out", str(missing)]) == 2
+    assert "accuracy.py --group imdb_table5" in capsys.readouterr().err and not missing.exists()

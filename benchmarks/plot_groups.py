@@ -1,0 +1,93 @@
+"""Bar chart of finished accuracy groups: one panel per group, test accuracy mean ± std per method,
+the paper's number as a marker beside each bar.
+
+    python benchmarks/plot_groups.py --groups sst2_table5 agnews_table5 imdb_table5 --out docs/img/table5.png
+
+Reads the tables ``benchmarks/accuracy.py`` wrote (``docs/results/<group>.csv``), so it plots exactly
+what the markdown tables say.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import sys
+from typing import Dict, List
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # accuracy.py's load_group
+
+
+def read_table(path: str) -> List[Dict]:
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"no table {path}: run python benchmarks/accuracy.py --group "
+                                f"{os.path.splitext(os.path.basename(path))[0]} first")
+    with open(path, newline="") as f:
+        rows = [r for r in csv.DictReader(f) if r["test_acc_mean"]]
+    if not rows:
+        raise ValueError(f"{path} has no finished runs")
+    return rows
+
+
+def plot(tables: Dict[str, List[Dict]], out: str, titles: Dict[str, str]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from openprompt_ipt.serialization import write_bytes_atomic
+
+    import textwrap
+
+    fig, axes = plt.subplots(1, len(tables), figsize=(4.2 * len(tables), 4.0), squeeze=False)
+    for ax, (name, rows) in zip(axes[0], tables.items()):
+        xs = list(range(len(rows)))
+        means = [100 * float(r["test_acc_mean"]) for r in rows]
+        stds = [100 * float(r["test_acc_std"] or 0) for r in rows]
+        # points with error bars, not bars: the y axis does not start at 0
+        ax.errorbar(xs, means, yerr=stds, fmt="o", capsize=4, color="#4c72b0", label="ours (mean ± std)")
+        paper = [(x, float(r["paper"])) for x, r in zip(xs, rows) if r.get("paper")]
+        if paper:
+            ax.scatter([x + 0.15 for x, _ in paper], [p for _, p in paper], marker="D", color="#dd8452", zorder=3,
+                       label="paper (roberta-large)")
+        for x, m, r in zip(xs, means, rows):
+            ax.annotate(f"{m:.1f} (n={r['n']})", (x, m), xytext=(6, 0), textcoords="offset points",
+                        va="center", fontsize=7)
+        ax.set_xlim(-0.5, len(rows) - 0.3)
+        ax.set_xticks(xs)
+        ax.set_xticklabels([r["method"] for r in rows], rotation=25, ha="right", fontsize=8)
+        ax.set_title(textwrap.fill(titles.get(name, name), 45), fontsize=9)
+        ax.set_ylabel("test accuracy (%)")
+        ax.grid(axis="y", alpha=0.3)
+    axes[0][0].legend(fontsize=7, loc="best")
+    fig.tight_layout()
+    import io
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=120)
+    plt.close(fig)
+    write_bytes_atomic(out, buf.getvalue())
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--groups", nargs="+", required=True, help="groups of benchmarks/accuracy_groups.yaml")
+    p.add_argument("--tables", default=os.path.join(ROOT, "docs", "results"), help="where the group tables are")
+    p.add_argument("--out", required=True, help="PNG to write")
+    args = p.parse_args(argv)
+    from accuracy import load_group
+
+    try:
+        tables = {g: read_table(os.path.join(args.tables, f"{g}.csv")) for g in args.groups}
+        titles = {g: load_group(g)["title"] for g in args.groups}
+    except (FileNotFoundError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    plot(tables, args.out, titles)
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
