@@ -167,6 +167,8 @@ def collect(group: Dict, out: str) -> List[Dict]:
 def pct(stats: Dict) -> str:
     if not stats or not stats.get("n"):
         return "–"
+    if stats["n"] == 1:  # one seed has no spread: "± 0.0" would claim one
+        return f"{100 * stats['mean']:.1f}"
     return f"{100 * stats['mean']:.1f} ± {100 * stats['std']:.1f}"
 
 
@@ -190,7 +192,8 @@ def report(name: str, group: Dict, rows: List[Dict], command_line: str) -> Dict[
         if base and r["n"] and base["n"]:
             d = 100 * (r["test_accuracy"]["mean"] - base["test_accuracy"]["mean"])
             delta = f"{d:+.1f}"
-            target = "met" if d >= 0 else "missed"
+            # a verdict needs a spread on both sides; a partial group (one seed so far) gets none
+            target = ("met" if d >= 0 else "missed") if min(r["n"], base["n"]) > 1 else "n = 1"
         params = f"{r['prompt_params']:,}" if r["prompt_params"] is not None else "–"
         if r["plm_params"]:
             params += f" (+ PLM {r['plm_params']:,})"

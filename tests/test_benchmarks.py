@@ -99,6 +99,19 @@ def test_accuracy_study_table_from_finished_runs(tmp_path):
     assert bench.pending(other, out) == [] and bench.collect(other, out)[0]["n"] == 2
 
 
+def test_accuracy_table_of_a_partial_group_claims_no_spread_and_no_verdict(tmp_path):
+    """One seed so far: no "± 0.0" (there is no spread) and no met/missed (one run decides nothing)."""
+    bench = _load("accuracy")
+    group = {"title": "T", "task": "cb", "seeds": [1, 2], "paper_source": "P",
+             "methods": [{"label": "Base", "yaml": "yamls/a.yaml"}, {"label": "IPT", "yaml": "yamls/b.yaml", "base": "Base"}]}
+    _fake_run(tmp_path, bench, group["methods"][0], 1, 0.55)
+    _fake_run(tmp_path, bench, group["methods"][1], 1, 0.50)
+    md = bench.report("g", group, bench.collect(group, str(tmp_path)), "cmd")["g.md"]
+    lines = {line.split(" | ")[0].strip("| "): line for line in md.splitlines() if line.startswith("| ")}
+    assert "| 55.0 |" in lines["Base"] and "±" not in lines["Base"]
+    assert "-5.0 | n = 1" in lines["IPT"] and "missed" not in lines["IPT"]
+
+
 def test_accuracy_runner_builds_peer_command_and_rejects_unknown(tmp_path):
     """A `runner:` method runs benchmarks/peft_run.py with run.py's options, into the same layout."""
     import pytest
