@@ -1,5 +1,5 @@
-"""Bar chart of finished accuracy groups: one panel per group, test accuracy mean ± std per method,
-the paper's number as a marker beside each bar.
+"""Finished accuracy groups in one figure: a panel per group, test accuracy mean ± std per method as a
+point with error bars, the paper's number as a marker beside it.
 
     python benchmarks/plot_groups.py --groups sst2_table5 agnews_table5 imdb_table5 --out docs/img/table5.png
 
@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import argparse
 import csv
+import io
 import os
 import sys
+import textwrap
 from typing import Dict, List
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -38,8 +40,6 @@ def plot(tables: Dict[str, List[Dict]], out: str, titles: Dict[str, str]) -> Non
 
     from openprompt_ipt.serialization import write_bytes_atomic
 
-    import textwrap
-
     fig, axes = plt.subplots(1, len(tables), figsize=(4.2 * len(tables), 4.0), squeeze=False)
     for ax, (name, rows) in zip(axes[0], tables.items()):
         xs = list(range(len(rows)))
@@ -62,8 +62,6 @@ def plot(tables: Dict[str, List[Dict]], out: str, titles: Dict[str, str]) -> Non
         ax.grid(axis="y", alpha=0.3)
     axes[0][0].legend(fontsize=7, loc="best")
     fig.tight_layout()
-    import io
-
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=120)
     plt.close(fig)

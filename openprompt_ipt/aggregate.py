@@ -205,11 +205,9 @@ def aggregate(paths: Sequence[str], out: str | None = None) -> Dict[str, object]
         short = key.split(".")[-1]
         files[f"sweep_{short}.md"], files[f"sweep_{short}.csv"], files[f"sweep_{short}.png"] = s_md, s_csv, png
     if out:
-        os.makedirs(out, exist_ok=True)
+        from .serialization import write_bytes_atomic, write_text_atomic
+
         for name, content in files.items():
-            path = os.path.join(out, name)
-            tmp = path + ".tmp"
-            with open(tmp, "wb" if isinstance(content, bytes) else "w") as f:
-                f.write(content)
-            os.replace(tmp, path)
+            write = write_bytes_atomic if isinstance(content, bytes) else write_text_atomic
+            write(os.path.join(out, name), content)
     return files
