@@ -1,5 +1,6 @@
 """The efficiency benchmark runs end to end on a tiny local checkpoint (numbers come from real runs, in docs/)."""
 import importlib.util
+import json
 import os
 
 import conftest
@@ -283,3 +284,39 @@ def test_plot_groups_draws_the_tables_and_refuses_a_missing_one(tmp_path, capsys
     missing = tmp_path / "none.png"
     assert bench.main(["--groups", "agnews_table5", "imdb_table5", "--tables", str(tables), "--out", str(missing)]) == 2
     assert "accuracy.py --group imdb_table5" in capsys.readouterr().err and not missing.exists()
+
+
+def _sweep_point(root, name, seed, point, cfg_iw, acc, template="instance_wise"):
+    d = root / name / f"seed{seed}" / point
+    d.mkdir(parents=True)
+    (d / "metrics.json").write_text(json.dumps({
+        "level": "sweep_point", "method": "PT + Pretrained IPT" if cfg_iw.get("strategy") != "none" else "Prompt Tuning",
+        "dataset": "cb", "selection_metric": "accuracy", "metrics": ["accuracy"], "test": {"accuracy": acc},
+        "seed": seed, "config_name": name, "sweep_point": {"x": point}}))
+    (d / "config.json").write_text(json.dumps({"template": template, "instance_wise": cfg_iw}))
+
+
+def test_plot_prompt_length_puts_both_sweeps_on_prompt_positions(tmp_path, capsys):
+    bench = _load("plot_prompt_length")
+    for seed, (a, b) in enumerate([(0.60, 0.70), (0.64, 0.74)], start=1):
+        _sweep_point(tmp_path, "ipt", seed, "prompt_length=5",
+                     {"strategy": "pretrained", "task_prompt_length": 4, "prompt_length": 5}, a)
+        _sweep_point(tmp_path, "ipt", seed, "prompt_length=10",
+                     {"strategy": "pretrained", "task_prompt_length": 4, "prompt_length": 10}, b)
+        _sweep_point(tmp_path, "pt", seed, "task_prompt_length=9",
+                     {"strategy": "none", "task_prompt_length": 9, "prompt_length": 16}, 0.5)
+    out = tmp_path / "docs" / "fig"
+    assert bench.main([str(tmp_path / "ipt"), str(tmp_path / "pt"), "--out", str(out)]) == 0
+    md = (tmp_path / "docs" / "fig.md").read_text()
+    assert "| series | 9 | 14 |" in md  # IPT's 4 + L and PT's task vectors land on one axis
+    assert "| PT + Pretrained IPT | 62.0 ± 2.8 (n=2) | 72.0 ± 2.8 (n=2) |" in md
+    assert "| Prompt Tuning | 50.0 ± 0.0 (n=2) | - |" in md
+    assert "| PT + Pretrained IPT − Prompt Tuning | +12.0 | - |" in md
+    assert (tmp_path / "docs" / "fig.png").read_bytes()[:4] == b"\x89PNG"
+    # a run of another template cannot be placed on the axis: one line, nothing written
+    _sweep_point(tmp_path, "soft", 1, "p=1", {}, 0.5, template="soft")
+    bad = tmp_path / "bad"
+    assert bench.main([str(tmp_path / "soft"), "--out", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert "not an instance_wise run" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "bad.md").exists() and not (tmp_path / "bad.png").exists()

@@ -1,0 +1,136 @@
+"""IPT Figure 5's two curves in one figure: test accuracy vs the number of prompt vectors before the
+text, for an IPT sweep and its Prompt Tuning baseline swept to the same sizes.
+
+    python benchmarks/plot_prompt_length.py results/sweeps/cb_prompt_length_sweep \
+        results/sweeps/cb_prompt_length_sweep_pt --out docs/prompt_length/pt_vs_ipt
+
+The two sweeps vary different keys (``instance_wise.prompt_length`` = L instance vectors after 4 task
+vectors; ``instance_wise.task_prompt_length`` = 4 + L task vectors), so ``experiments/aggregate.py``
+plots them apart. Here each run's x is read from its own config.json: task vectors + instance vectors,
+i.e. the prompt positions the PLM sees. Writes ``<out>.md`` (table, with the IPT − PT difference of the
+means) and ``<out>.png``.
+"""
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import sys
+from collections import OrderedDict
+from typing import Dict, List, Tuple
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from openprompt_ipt.aggregate import find_metrics, load_records, method_label, primary_metric  # noqa: E402
+from openprompt_ipt.runs import mean_std  # noqa: E402
+
+
+def prompt_positions(config: Dict, where: str) -> int:
+    """Prompt vectors an instance_wise run puts before the text: task vectors + (instance vectors unless
+    the strategy is 'none', i.e. plain Prompt Tuning)."""
+    iw = config.get("instance_wise")
+    if config.get("template") != "instance_wise" or not isinstance(iw, dict):
+        raise ValueError(f"{where} is not an instance_wise run (template {config.get('template')!r}); "
+                         "this plot compares InstanceWiseTemplate sweeps")
+    n = int(iw.get("task_prompt_length") or 0)
+    if iw.get("strategy", "none") != "none":
+        n += int(iw.get("prompt_length") or 0)
+    return n
+
+
+def collect(paths: List[str]) -> Tuple[Dict[str, Dict[int, List[float]]], str]:
+    """series label -> {prompt positions -> test scores over seeds}; and the metric's name."""
+    series: Dict[str, Dict[int, List[float]]] = OrderedDict()
+    metrics = set()
+    for rec in load_records(find_metrics(paths)):
+        if rec.get("level") != "sweep_point" or "test" not in rec:
+            continue
+        cfg_path = os.path.join(os.path.dirname(rec["_file"]), "config.json")
+        if not os.path.isfile(cfg_path):
+            raise FileNotFoundError(f"no config.json beside {rec['_file']}: the run directory is incomplete")
+        with open(cfg_path) as f:
+            x = prompt_positions(json.load(f), cfg_path)
+        metric = primary_metric(rec)
+        metrics.add(metric)
+        series.setdefault(method_label(rec), {}).setdefault(x, []).append(rec["test"][metric])
+    if not series:
+        raise ValueError(f"no sweep points under {paths}: run experiments/run.py on a sweep YAML first")
+    if len(metrics) > 1:
+        raise ValueError(f"the sweeps report different metrics {sorted(metrics)}: compare runs of one task")
+    return series, metrics.pop()
+
+
+def table(series: Dict[str, Dict[int, List[float]]], metric: str) -> str:
+    xs = sorted({x for pts in series.values() for x in pts})
+    lines = [f"test {metric} (×100, mean ± std over seeds) vs prompt positions before the text", "",
+             "| series | " + " | ".join(str(x) for x in xs) + " |", "|---|" + "---:|" * len(xs)]
+    means: Dict[str, Dict[int, float]] = {}
+    for label, pts in series.items():
+        cells = []
+        for x in xs:
+            if x not in pts:
+                cells.append("-")
+                continue
+            s = mean_std(pts[x])
+            means.setdefault(label, {})[x] = 100 * s["mean"]
+            cells.append(f"{100 * s['mean']:.1f} ± {100 * s['std']:.1f} (n={s['n']})")
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    if len(series) == 2:  # the question of Figure 5: does the instance part beat more task vectors?
+        (a, ma), (b, mb) = list(means.items())[0], list(means.items())[1]
+        diff = [f"{ma[x] - mb[x]:+.1f}" if x in ma and x in mb else "-" for x in xs]
+        lines.append(f"| {a} − {b} | " + " | ".join(diff) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def plot(series: Dict[str, Dict[int, List[float]]], metric: str) -> bytes:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for label, pts in series.items():
+        xs = sorted(pts)
+        stats = [mean_std(pts[x]) for x in xs]
+        ax.errorbar(xs, [100 * s["mean"] for s in stats], yerr=[100 * s["std"] for s in stats], marker="o",
+                    capsize=3, label=f"{label} (n={max(s['n'] for s in stats)})")
+    ax.set_xscale("log")  # 9 … 104 positions: equal steps per doubling, as the sweep is laid out
+    ticks = sorted({x for pts in series.values() for x in pts})
+    ax.set_xticks(ticks, [str(t) for t in ticks])
+    ax.minorticks_off()
+    ax.set_xlabel("prompt vectors before the text")
+    ax.set_ylabel(f"test {metric} (%)")
+    ax.set_title("test score vs prompt length (cf. IPT Figure 5)", fontsize=9)
+    ax.legend(fontsize=7)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=120)
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("runs", nargs="+", help="sweep run directories (results/sweeps/<config name>)")
+    p.add_argument("--out", required=True, help="output stem: writes <out>.md and <out>.png")
+    args = p.parse_args(argv)
+    try:
+        series, metric = collect(args.runs)
+    except (FileNotFoundError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    md, png = table(series, metric), plot(series, metric)
+    from openprompt_ipt.serialization import write_bytes_atomic, write_text_atomic
+
+    write_text_atomic(args.out + ".md", md)
+    write_bytes_atomic(args.out + ".png", png)
+    print(md)
+    print(f"wrote {args.out}.md, {args.out}.png")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
