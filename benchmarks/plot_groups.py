@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import io
 import os
 import sys
 import textwrap
@@ -33,14 +32,10 @@ def read_table(path: str) -> List[Dict]:
 
 
 def plot(tables: Dict[str, List[Dict]], out: str, titles: Dict[str, str]) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    from openprompt_ipt.plotting import png_bytes, pyplot
     from openprompt_ipt.serialization import write_bytes_atomic
 
-    fig, axes = plt.subplots(1, len(tables), figsize=(4.2 * len(tables), 4.0), squeeze=False)
+    fig, axes = pyplot().subplots(1, len(tables), figsize=(4.2 * len(tables), 4.0), squeeze=False)
     for ax, (name, rows) in zip(axes[0], tables.items()):
         xs = list(range(len(rows)))
         means = [100 * float(r["test_acc_mean"]) for r in rows]
@@ -61,11 +56,7 @@ def plot(tables: Dict[str, List[Dict]], out: str, titles: Dict[str, str]) -> Non
         ax.set_ylabel("test accuracy (%)")
         ax.grid(axis="y", alpha=0.3)
     axes[0][0].legend(fontsize=7, loc="best")
-    fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=120)
-    plt.close(fig)
-    write_bytes_atomic(out, buf.getvalue())
+    write_bytes_atomic(out, png_bytes(fig))
 
 
 def main(argv=None) -> int:

@@ -13,7 +13,6 @@ means) and ``<out>.png``.
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import os
 import sys
@@ -85,12 +84,9 @@ def table(series: Dict[str, Dict[int, List[float]]], metric: str) -> str:
 
 
 def plot(series: Dict[str, Dict[int, List[float]]], metric: str) -> bytes:
-    import matplotlib
+    from openprompt_ipt.plotting import png_bytes, pyplot
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6, 4))
+    fig, ax = pyplot().subplots(figsize=(6, 4))
     for label, pts in series.items():
         xs = sorted(pts)
         stats = [mean_std(pts[x]) for x in xs]
@@ -105,11 +101,7 @@ def plot(series: Dict[str, Dict[int, List[float]]], metric: str) -> bytes:
     ax.set_title("test score vs prompt length (cf. IPT Figure 5)", fontsize=9)
     ax.legend(fontsize=7)
     ax.grid(alpha=0.3)
-    fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=120)
-    plt.close(fig)
-    return buf.getvalue()
+    return png_bytes(fig)
 
 
 def main(argv=None) -> int:

@@ -167,12 +167,9 @@ def sweep_outputs(key: str, series: Dict) -> Tuple[str, str, bytes]:
                 s = mean_std(pts[x])
                 w.writerow([label, x, f"{s['mean']:.6f}", f"{s['std']:.6f}", s["n"]])
     md = f"test score vs {SWEEP_TITLES.get(short, short)}; mean ± std over seeds, ×100\n\n" + "\n".join(lines) + "\n"
-    import matplotlib
+    from .plotting import png_bytes, pyplot
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6, 4))
+    fig, ax = pyplot().subplots(figsize=(6, 4))
     numeric = all(isinstance(x, (int, float)) for x in xs)
     for label, pts in series.items():
         px = [x for x in xs if x in pts]
@@ -187,11 +184,7 @@ def sweep_outputs(key: str, series: Dict) -> Tuple[str, str, bytes]:
     ax.set_title(f"test score vs {SWEEP_TITLES.get(short, short)}", fontsize=9)
     ax.legend(fontsize=7)
     ax.grid(alpha=0.3)
-    fig.tight_layout()
-    png = io.BytesIO()
-    fig.savefig(png, format="png", dpi=120)
-    plt.close(fig)
-    return md, buf.getvalue(), png.getvalue()
+    return md, buf.getvalue(), png_bytes(fig)
 
 
 def aggregate(paths: Sequence[str], out: str | None = None) -> Dict[str, object]:
