@@ -87,10 +87,11 @@ def plot(series: Dict[str, Dict[int, List[float]]], metric: str) -> bytes:
     from openprompt_ipt.plotting import png_bytes, pyplot
 
     fig, ax = pyplot().subplots(figsize=(6, 4))
-    for label, pts in series.items():
+    for i, (label, pts) in enumerate(series.items()):
         xs = sorted(pts)
         stats = [mean_std(pts[x]) for x in xs]
-        ax.errorbar(xs, [100 * s["mean"] for s in stats], yerr=[100 * s["std"] for s in stats], marker="o",
+        dodge = 1 + 0.03 * (i - (len(series) - 1) / 2)  # side by side, so error bars at one x do not overlap
+        ax.errorbar([x * dodge for x in xs], [100 * s["mean"] for s in stats], yerr=[100 * s["std"] for s in stats], marker="o",
                     capsize=3, label=f"{label} (n={max(s['n'] for s in stats)})")
     ax.set_xscale("log")  # 9 … 104 positions: equal steps per doubling, as the sweep is laid out
     ticks = sorted({x for pts in series.values() for x in pts})
