@@ -22,7 +22,7 @@ from typing import Dict, List, Tuple
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from openprompt_ipt.aggregate import find_metrics, load_records, method_label, primary_metric  # noqa: E402
+from openprompt_ipt.aggregate import fmt, find_metrics, load_records, method_label, primary_metric  # noqa: E402
 from openprompt_ipt.runs import mean_std  # noqa: E402
 
 
@@ -65,20 +65,12 @@ def table(series: Dict[str, Dict[int, List[float]]], metric: str) -> str:
     xs = sorted({x for pts in series.values() for x in pts})
     lines = [f"test {metric} (×100, mean ± std over seeds) vs prompt positions before the text", "",
              "| series | " + " | ".join(str(x) for x in xs) + " |", "|---|" + "---:|" * len(xs)]
-    means: Dict[str, Dict[int, float]] = {}
-    for label, pts in series.items():
-        cells = []
-        for x in xs:
-            if x not in pts:
-                cells.append("-")
-                continue
-            s = mean_std(pts[x])
-            means.setdefault(label, {})[x] = 100 * s["mean"]
-            cells.append(f"{100 * s['mean']:.1f} ± {100 * s['std']:.1f} (n={s['n']})")
-        lines.append(f"| {label} | " + " | ".join(cells) + " |")
-    if len(series) == 2:  # the question of Figure 5: does the instance part beat more task vectors?
-        (a, ma), (b, mb) = list(means.items())[0], list(means.items())[1]
-        diff = [f"{ma[x] - mb[x]:+.1f}" if x in ma and x in mb else "-" for x in xs]
+    stats = {label: {x: mean_std(v) for x, v in pts.items()} for label, pts in series.items()}
+    for label, by_x in stats.items():
+        lines.append(f"| {label} | " + " | ".join(fmt(by_x[x]) if x in by_x else "-" for x in xs) + " |")
+    if len(stats) == 2:  # the question of Figure 5: does the instance part beat more task vectors?
+        (a, sa), (b, sb) = stats.items()
+        diff = [f"{100 * (sa[x]['mean'] - sb[x]['mean']):+.1f}" if x in sa and x in sb else "-" for x in xs]
         lines.append(f"| {a} − {b} | " + " | ".join(diff) + " |")
     return "\n".join(lines) + "\n"
 
