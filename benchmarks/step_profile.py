@@ -88,17 +88,23 @@ def main(argv=None) -> int:
     base = names[0]
 
     def paired(times, n):
-        return statistics.median(t / b for t, b in zip(times[n], times[base]))
+        # median of the per-round ratios, with their interquartile range: how far apart the two
+        # methods really are against how much one round differs from the next
+        ratios = [t / b for t, b in zip(times[n], times[base])]
+        if len(ratios) < 4:
+            return f"{statistics.median(ratios):.3f}"
+        q1, _, q3 = statistics.quantiles(ratios, n=4)
+        return f"{statistics.median(ratios):.3f} ({q1:.3f}–{q3:.3f})"
     lines = [f"backbone `{args.backbone}`, CPU, 1 torch thread, batch {args.batch_size} x {args.seq_len} tokens, "
              f"{efficiency.T} prompt positions, {args.rounds} interleaved rounds; × = median over rounds of the "
-             f"ratio to {base} in the same round", "",
+             f"ratio to {base} in the same round (interquartile range of those ratios)", "",
              "| method | GFLOP / step | torch ops / step | matmul + attention self ms | other ops self ms "
              "| step CPU ms (median) | × | step wall ms (median) | × |",
              "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for n in names:
         lines.append(f"| {n} | {flops[n] / 1e9:.4g} | {prof[n]['ops']} | {prof[n]['work_ms']:.0f} | "
-                     f"{prof[n]['other_ms']:.0f} | {statistics.median(cpu[n]) * 1e3:.0f} | {paired(cpu, n):.3f} | "
-                     f"{statistics.median(wall[n]) * 1e3:.0f} | {paired(wall, n):.3f} |")
+                     f"{prof[n]['other_ms']:.0f} | {statistics.median(cpu[n]) * 1e3:.0f} | {paired(cpu, n)} | "
+                     f"{statistics.median(wall[n]) * 1e3:.0f} | {paired(wall, n)} |")
     lines += ["", "costliest ops outside matmul / attention (self ms, calls), one profiled step:", ""]
     for n in names:
         lines.append(f"- {n}: " + ", ".join(f"`{op}` {ms:.0f} ms ×{c}" for op, ms, c in prof[n]["top_other"]))
