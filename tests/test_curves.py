@@ -1,0 +1,59 @@
+"""Learning curves (experiments/plot_curves.py): read from the real trainer's log.csv, a table and a PNG,
+and bad input refused with nothing written."""
+import importlib.util
+import os
+
+from test_checkpoints import _bert_factory, tiny_run
+
+from openprompt_ipt.analysis.curves import curves_table, epoch_curve
+from openprompt_ipt.training.logs import read_log
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _script():
+    spec = importlib.util.spec_from_file_location("plot_curves", os.path.join(ROOT, "experiments", "plot_curves.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_curves_follow_the_trainers_log_and_plot(tmp_path):
+    factory = _bert_factory(str(tmp_path / "tiny"))
+    tiny_run(factory, tmp_path / "a", epochs=3)
+    tiny_run(factory, tmp_path / "b", epochs=2)
+    curve = epoch_curve(str(tmp_path / "a"))
+    logged = {r["epoch"]: r["value"] for r in read_log(str(tmp_path / "a" / "log.csv")) if r["name"] == "train/epoch_loss"}
+    assert sorted(curve) == [1, 2, 3] and {e: p["train_loss"] for e, p in curve.items()} == logged
+    assert all("dev_loss" in p and "dev_accuracy" in p for p in curve.values())
+
+    out = tmp_path / "docs" / "curves"
+    rc = _script().main([str(tmp_path / "a"), str(tmp_path / "b"), "--labels", "three", "two", "--out", str(out)])
+    assert rc == 0
+    md = (out.parent / "curves.md").read_text()
+    rows = [line.split(" | ") for line in md.splitlines()[2:]]
+    assert md.splitlines()[0].startswith("| run | epoch | 1 | 2 | 3 |") and len(rows) == 6
+    assert rows[0][0] == "| three" and rows[0][1] == "train loss"
+    assert float(rows[0][2]) == round(curve[1]["train_loss"], 3)
+    assert rows[5][1] == "dev accuracy" and rows[5][-1] == "- |"  # the 2-epoch run has no epoch 3
+    assert (out.parent / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_curves_refuse_bad_input_and_write_nothing(tmp_path, capsys):
+    script = _script()
+    out = tmp_path / "o"
+    assert script.main([str(tmp_path / "missing"), "--out", str(out)]) == 2
+    assert "no log.csv" in capsys.readouterr().err
+    started = tmp_path / "started"
+    started.mkdir()
+    (started / "log.csv").write_text("step,epoch,name,value\n1,1,train/loss,0.7\n")  # first epoch not over
+    assert script.main([str(started), "--out", str(out)]) == 2
+    assert "no finished epoch" in capsys.readouterr().err
+    assert script.main([str(started), str(started), "--labels", "x", "--out", str(out)]) == 2
+    assert "give one label per run" in capsys.readouterr().err
+    assert not any(tmp_path.glob("o.*"))
+    try:
+        curves_table({"x": {1: {"train_loss": 0.5, "dev_loss": 0.6}}})
+        raise AssertionError("curves without a dev score accepted")
+    except ValueError as e:
+        assert "no dev metric" in str(e)
