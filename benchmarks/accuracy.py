@@ -179,7 +179,7 @@ def report(name: str, group: Dict, rows: List[Dict], command_line: str) -> Dict[
            [f"test {k[5:]}" for k in extra] + ["dev acc", "Δ acc vs base", "target", "paper", "seeds", "per-seed test acc",
                                                 "final train loss", "best epochs"]
     lines = [f"## {group['title']}", "",
-             f"`{command_line}` — {len(group['seeds'])} seeds {group['seeds']}; paper column: "
+             f"`{command_line}` — {len(group['seeds'])} seed{'s' if len(group['seeds']) != 1 else ''} {group['seeds']}; paper column: "
              f"{group['paper_source']}." + (f" Every run: `--set {' --set '.join(group['set'])}`." if group.get("set") else ""), "",
              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     csv_buf = io.StringIO()
