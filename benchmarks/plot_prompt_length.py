@@ -108,12 +108,9 @@ def main(argv=None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     md, png = table(series, metric), plot(series, metric)
-    from openprompt_ipt.serialization import write_bytes_atomic, write_text_atomic
+    from openprompt_ipt.plotting import write_table_and_plot
 
-    write_text_atomic(args.out + ".md", md)
-    write_bytes_atomic(args.out + ".png", png)
-    print(md)
-    print(f"wrote {args.out}.md, {args.out}.png")
+    write_table_and_plot(args.out, md, png)
     return 0
 
 

@@ -48,13 +48,9 @@ def main(argv=None) -> int:
     except (FileNotFoundError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    from openprompt_ipt.serialization import write_bytes_atomic, write_text_atomic
+    from openprompt_ipt.plotting import write_table_and_plot
 
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    write_text_atomic(args.out + ".md", md)
-    write_bytes_atomic(args.out + ".png", png)
-    print(md)
-    print(f"wrote {args.out}.md, {args.out}.png")
+    write_table_and_plot(args.out, md, png)
     return 0
 
 

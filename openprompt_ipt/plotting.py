@@ -21,3 +21,13 @@ def png_bytes(fig, dpi: int = 120) -> bytes:
     fig.savefig(buf, format="png", dpi=dpi)
     pyplot().close(fig)
     return buf.getvalue()
+
+
+def write_table_and_plot(stem: str, markdown: str, png: bytes) -> None:
+    """The CLI end of a figure script: ``<stem>.md`` and ``<stem>.png`` written atomically, the table shown."""
+    from .serialization import write_bytes_atomic, write_text_atomic
+
+    write_text_atomic(stem + ".md", markdown)
+    write_bytes_atomic(stem + ".png", png)
+    print(markdown)
+    print(f"wrote {stem}.md, {stem}.png")
