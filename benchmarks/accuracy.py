@@ -5,7 +5,8 @@
 Groups live in ``benchmarks/accuracy_groups.yaml``. Each (method, seed) is one
 ``experiments/run.py`` subprocess (a method with ``runner: peft_prompt|peft_prefix``: the PEFT peer,
 ``benchmarks/peft_run.py``) with one thread (2 workers = the 2 cores of CI-class machines);
-a pair whose ``metrics.json`` exists is skipped, so an interrupted group resumes where it stopped.
+a pair whose ``metrics.json`` exists is skipped, so an interrupted group resumes where it stopped, and a
+run cut off mid-way continues from its newest checkpoint (``run.py --resume``).
 At the end (and with ``--report-only``) the group's table is written to
 ``docs/results/<group>.md`` / ``.csv``: mean ± std over seeds of the test metrics, dev accuracy,
 trainable prompt parameters, the paper's number and the gap to the row's base method.
@@ -34,6 +35,7 @@ sys.path.insert(0, ROOT)
 
 from openprompt_ipt.runs import mean_std  # noqa: E402
 from openprompt_ipt.serialization import write_text_atomic  # noqa: E402
+from openprompt_ipt.training.checkpoint import latest_checkpoint  # noqa: E402
 
 GROUPS_FILE = os.path.join(ROOT, "benchmarks", "accuracy_groups.yaml")
 # `runner:` of a method -> (script, its extra arguments); default experiments/run.py. A peer runner takes
@@ -82,6 +84,8 @@ def command(method: Dict, seed: int, out: str, extra: List[str]) -> List[str]:
            "--seeds", str(seed), "--output-dir", os.path.join(method_out(out, method), slug(method["label"])), "--quiet"]
     for item in list(method.get("set") or []) + extra:
         cmd += ["--set", item]
+    if latest_checkpoint(run_dir(out, method, seed)) is not None:
+        cmd.append("--resume")  # a run cut off mid-way (a session's end, a kill) continues, not restarts
     return cmd
 
 

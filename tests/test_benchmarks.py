@@ -125,6 +125,7 @@ def test_accuracy_runner_builds_peer_command_and_rejects_unknown(tmp_path):
     assert cmd[-2:] == ["--set", "train.epochs=1"] and "--quiet" in cmd and cmd[cmd.index("--seeds") + 1] == "3"
     plain = bench.command(dict(method, runner=None), 3, str(tmp_path), [])
     assert plain[1].endswith(os.path.join("experiments", "run.py")) and "--peft" not in plain
+    assert "--resume" not in cmd and "--resume" not in plain
     groups = tmp_path / "groups.yaml"
     groups.write_text("g:\n  title: T\n  seeds: [1]\n  methods:\n    - {label: A, yaml: a.yaml, runner: nope}\n")
     with pytest.raises(SystemExit, match="unknown runner 'nope'"):
@@ -259,6 +260,19 @@ def test_step_profile_counts_ops_and_splits_work_from_overhead(tmp_path):
         raise AssertionError("unknown method accepted")
     except SystemExit as e:
         assert "unknown method" in str(e)
+
+
+def test_accuracy_continues_a_run_cut_off_mid_way(tmp_path):
+    """A run directory holding a checkpoint but no metrics.json (the process was killed) is resumed."""
+    from test_checkpoints import _bert_factory, tiny_run
+
+    bench = _load("accuracy")
+    method = {"label": "Random IPT", "yaml": "yamls/cb_random_ipt.yaml"}
+    run = bench.run_dir(str(tmp_path / "g"), method, 2)
+    assert "--resume" not in bench.command(method, 2, str(tmp_path / "g"), [])
+    tiny_run(_bert_factory(str(tmp_path / "tiny")), run, epochs=1)  # leaves checkpoints/ and no metrics.json
+    cmd = bench.command(method, 2, str(tmp_path / "g"), [])
+    assert cmd[-1] == "--resume" and cmd[cmd.index("--output-dir") + 1] == os.path.dirname(os.path.dirname(run))
 
 
 def test_accuracy_stop_after_starts_no_run_past_the_deadline(tmp_path, monkeypatch, capsys):
