@@ -119,7 +119,7 @@ class LayerPromptInjector:
                 bound.arguments["past_key_value"] = (k, v)
             else:
                 plan.cache.update(k, v, getattr(module, "layer_idx", i))
-                bound.arguments["past_key_values"] = plan.cache
+                bound.arguments[self.layout.cache_arg] = plan.cache
             return bound.args, bound.kwargs
         return hook
 

@@ -2,7 +2,8 @@
 
 Works for any masked LM whose base model has ``encoder.layer[i].attention.self`` with
 ``query``/``key``/``value`` projections (BERT, RoBERTa, XLM-R, CamemBERT, ELECTRA, ERNIE, Data2Vec-text,
-...), on transformers 4.39 (``past_key_value`` tuples) and 5.x (``past_key_values`` Cache objects).
+...), on transformers 4.39 (``past_key_value`` tuples) and 5.x (Cache objects, passed as ``past_key_values``,
+or as ``cache`` from 5.24 on).
 """
 from __future__ import annotations
 
@@ -21,7 +22,8 @@ class EncoderLayout:
     attentions: List[nn.Module]      # their self-attention modules (q/k/v projections)
     num_heads: int
     head_dim: int
-    cache_style: str                 # "tuple" (past_key_value=(k, v)) or "cache" (past_key_values=Cache)
+    cache_style: str                 # "tuple" (past_key_value=(k, v)) or "cache" (a Cache object)
+    cache_arg: str = "past_key_values"  # the Cache's keyword: transformers 5.24 renamed it to ``cache``
 
     @property
     def num_layers(self) -> int:
@@ -44,8 +46,11 @@ def find_layout(model: nn.Module) -> EncoderLayout:
                          f"{problem}); supported families: {SUPPORTED}. Use injection: input for other models")
     first = attentions[0]
     params = inspect.signature(first.forward).parameters
+    cache_arg = "past_key_values"
     if "past_key_values" in params:
         style = "cache"
+    elif "cache" in params:  # transformers >= 5.24: same Cache API, new keyword
+        style, cache_arg = "cache", "cache"
     elif "past_key_value" in params:
         style = "tuple"
     else:
@@ -53,4 +58,4 @@ def find_layout(model: nn.Module) -> EncoderLayout:
                          f"kv prefixes are unsupported there; use injection: hidden or input")
     heads = int(getattr(first, "num_attention_heads", 0) or model.config.num_attention_heads)
     head_dim = int(getattr(first, "attention_head_size", 0) or model.config.hidden_size // heads)
-    return EncoderLayout(list(layers), attentions, heads, head_dim, style)
+    return EncoderLayout(list(layers), attentions, heads, head_dim, style, cache_arg)
