@@ -12,7 +12,6 @@ import argparse
 import json
 import os
 import sys
-from collections import OrderedDict
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
@@ -43,7 +42,7 @@ def main(argv=None) -> int:
         labels = args.labels or [default_label(r) for r in args.runs]
         if len(set(labels)) != len(labels):
             raise ValueError(f"two runs share a label ({labels}): name them with --labels")
-        curves = OrderedDict((label, epoch_curve(r)) for label, r in zip(labels, args.runs))
+        curves = {label: epoch_curve(r) for label, r in zip(labels, args.runs)}
         md, png = curves_table(curves), curves_figure(curves, args.title)
     except (FileNotFoundError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)

@@ -116,7 +116,7 @@ class LayerPromptInjector:
             bound.arguments["attention_mask"] = pad_attention_mask(
                 bound.arguments.get("attention_mask"), p, plan.prefix_mask, b, hs)
             if self.layout.cache_style == "tuple":
-                bound.arguments["past_key_value"] = (k, v)
+                bound.arguments[self.layout.cache_arg] = (k, v)
             else:
                 plan.cache.update(k, v, getattr(module, "layer_idx", i))
                 bound.arguments[self.layout.cache_arg] = plan.cache

@@ -13,6 +13,7 @@ from typing import List
 
 from torch import nn
 
+CACHE_ARGS = ("past_key_values", "cache", "past_key_value")  # newest first: 5.x, 5.24+, 4.x
 SUPPORTED = "bert, roberta, xlm-roberta, camembert, electra, ernie, data2vec-text (BERT-style encoder.layer[i].attention.self)"
 
 
@@ -22,8 +23,13 @@ class EncoderLayout:
     attentions: List[nn.Module]      # their self-attention modules (q/k/v projections)
     num_heads: int
     head_dim: int
-    cache_style: str                 # "tuple" (past_key_value=(k, v)) or "cache" (a Cache object)
-    cache_arg: str = "past_key_values"  # the Cache's keyword: transformers 5.24 renamed it to ``cache``
+    # the self-attention keyword the prefix key/values go in: ``past_key_value`` takes a (k, v) tuple
+    # (transformers 4.x), ``past_key_values`` a Cache (5.x), renamed ``cache`` in 5.24
+    cache_arg: str
+
+    @property
+    def cache_style(self) -> str:
+        return "tuple" if self.cache_arg == "past_key_value" else "cache"
 
     @property
     def num_layers(self) -> int:
@@ -46,16 +52,10 @@ def find_layout(model: nn.Module) -> EncoderLayout:
                          f"{problem}); supported families: {SUPPORTED}. Use injection: input for other models")
     first = attentions[0]
     params = inspect.signature(first.forward).parameters
-    cache_arg = "past_key_values"
-    if "past_key_values" in params:
-        style = "cache"
-    elif "cache" in params:  # transformers >= 5.24: same Cache API, new keyword
-        style, cache_arg = "cache", "cache"
-    elif "past_key_value" in params:
-        style = "tuple"
-    else:
+    cache_arg = next((name for name in CACHE_ARGS if name in params), None)
+    if cache_arg is None:
         raise ValueError(f"'{family}' self-attention ({type(first).__name__}) takes no past key/values: "
                          f"kv prefixes are unsupported there; use injection: hidden or input")
     heads = int(getattr(first, "num_attention_heads", 0) or model.config.num_attention_heads)
     head_dim = int(getattr(first, "attention_head_size", 0) or model.config.hidden_size // heads)
-    return EncoderLayout(list(layers), attentions, heads, head_dim, style, cache_arg)
+    return EncoderLayout(list(layers), attentions, heads, head_dim, cache_arg)
