@@ -33,7 +33,7 @@ from tqdm.auto import tqdm
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from openprompt_ipt.runs import mean_std  # noqa: E402
+from openprompt_ipt.runner.runs import mean_std  # noqa: E402
 from openprompt_ipt.serialization import write_text_atomic  # noqa: E402
 from openprompt_ipt.training.checkpoint import latest_checkpoint  # noqa: E402
 

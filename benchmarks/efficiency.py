@@ -169,7 +169,7 @@ def sync(device):
 
 
 def setup(args):
-    from openprompt_ipt.plm import load_backbone, skip_mlm_head
+    from openprompt_ipt.runner.plm import load_backbone, skip_mlm_head
     if args.backbone.startswith("random:"):
         from openprompt.plms.mlm import MLMTokenizerWrapper
         from openprompt_ipt.shapes import random_masked_lm

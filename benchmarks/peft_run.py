@@ -49,7 +49,7 @@ def peer_settings(cfg, kind: str, prompt_init: str):
 
 def build_peer(cfg, train, num_classes, labels):
     """``build_model`` of the YAML with a prompt-free template, then PEFT around its frozen backbone."""
-    from openprompt_ipt.experiment import build_model
+    from openprompt_ipt.runner.experiment import build_model
 
     peer = cfg["peer"]
     if not cfg["plm"].get("freeze", True):
@@ -64,7 +64,7 @@ def build_peer(cfg, train, num_classes, labels):
 
 
 def run_peer(kind: str, prompt_init: str, cfg, *args, **kwargs):
-    from openprompt_ipt.experiment import run_experiment
+    from openprompt_ipt.runner.experiment import run_experiment
 
     # recorded in config.json (and checked on --resume) so the run says what it was
     cfg = dict(cfg, peer=peer_settings(cfg, kind, prompt_init))

@@ -32,7 +32,7 @@ def read_table(path: str) -> List[Dict]:
 
 
 def plot(tables: Dict[str, List[Dict]], out: str, titles: Dict[str, str]) -> None:
-    from openprompt_ipt.plotting import png_bytes, pyplot
+    from openprompt_ipt.runner.plotting import png_bytes, pyplot
     from openprompt_ipt.serialization import write_bytes_atomic
 
     fig, axes = pyplot().subplots(1, len(tables), figsize=(4.2 * len(tables), 4.0), squeeze=False)

@@ -22,8 +22,8 @@ from typing import Dict, List, Tuple
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from openprompt_ipt.aggregate import fmt, find_metrics, load_records, method_label, primary_metric  # noqa: E402
-from openprompt_ipt.runs import mean_std  # noqa: E402
+from openprompt_ipt.runner.aggregate import fmt, find_metrics, load_records, method_label, primary_metric  # noqa: E402
+from openprompt_ipt.runner.runs import mean_std  # noqa: E402
 
 
 def prompt_positions(config: Dict, where: str) -> int:
@@ -76,7 +76,7 @@ def table(series: Dict[str, Dict[int, List[float]]], metric: str) -> str:
 
 
 def plot(series: Dict[str, Dict[int, List[float]]], metric: str) -> bytes:
-    from openprompt_ipt.plotting import png_bytes, pyplot
+    from openprompt_ipt.runner.plotting import png_bytes, pyplot
 
     fig, ax = pyplot().subplots(figsize=(6, 4))
     for i, (label, pts) in enumerate(series.items()):
@@ -108,7 +108,7 @@ def main(argv=None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     md, png = table(series, metric), plot(series, metric)
-    from openprompt_ipt.plotting import write_table_and_plot
+    from openprompt_ipt.runner.plotting import write_table_and_plot
 
     write_table_and_plot(args.out, md, png)
     return 0

@@ -8,7 +8,7 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from openprompt_ipt.aggregate import aggregate  # noqa: E402
+from openprompt_ipt.runner.aggregate import aggregate  # noqa: E402
 
 
 def main(argv=None) -> int:

@@ -21,7 +21,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 import openprompt_ipt  # noqa: E402,F401  (compat shims before openprompt)
 from openprompt_ipt.analysis.nearest_tokens import format_markdown, nearest_tokens_for_run  # noqa: E402
-from openprompt_ipt.predict import load_run, read_jsonl  # noqa: E402
+from openprompt_ipt.runner.predict import load_run, read_jsonl  # noqa: E402
 from openprompt_ipt.serialization import emit_text  # noqa: E402
 
 

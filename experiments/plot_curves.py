@@ -15,7 +15,7 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from openprompt_ipt.aggregate import method_label  # noqa: E402
+from openprompt_ipt.runner.aggregate import method_label  # noqa: E402
 from openprompt_ipt.analysis.curves import curves_figure, curves_table, epoch_curve  # noqa: E402
 
 
@@ -47,7 +47,7 @@ def main(argv=None) -> int:
     except (FileNotFoundError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    from openprompt_ipt.plotting import write_table_and_plot
+    from openprompt_ipt.runner.plotting import write_table_and_plot
 
     write_table_and_plot(args.out, md, png)
     return 0

@@ -13,7 +13,7 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 import openprompt_ipt  # noqa: E402,F401  (compat shims before openprompt)
-from openprompt_ipt.predict import load_run, read_jsonl  # noqa: E402
+from openprompt_ipt.runner.predict import load_run, read_jsonl  # noqa: E402
 from openprompt_ipt.serialization import emit_text  # noqa: E402
 
 

@@ -12,9 +12,9 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from openprompt_ipt.config import load_config  # noqa: E402
-from openprompt_ipt.experiment import format_result, run_experiment  # noqa: E402
-from openprompt_ipt.runs import format_summary, run_seeds  # noqa: E402
+from openprompt_ipt.runner.config import load_config  # noqa: E402
+from openprompt_ipt.runner.experiment import format_result, run_experiment  # noqa: E402
+from openprompt_ipt.runner.runs import format_summary, run_seeds  # noqa: E402
 from openprompt_ipt.training.logs import format_summary as format_run_summary  # noqa: E402
 
 

@@ -3,9 +3,10 @@
 Importing the package applies the transformers compatibility shims OpenPrompt needs and registers
 our templates in OpenPrompt's own ``TEMPLATE_CLASS`` so ``load_template`` finds them by name.
 """
-from . import compat
+from . import _moved, compat
 
 compat.apply()
+_moved.install()  # old runner import paths (openprompt_ipt.config, ...) for one release
 
 from openprompt.prompts import TEMPLATE_CLASS  # noqa: E402  (after the shims)
 

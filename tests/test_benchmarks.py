@@ -139,7 +139,7 @@ def test_every_shipped_accuracy_group_loads_and_its_yamls_fit_its_task():
     show up hours into a study: every group of accuracy_groups.yaml is checked here."""
     import yaml
 
-    from openprompt_ipt.config import load_config
+    from openprompt_ipt.runner.config import load_config
 
     bench = _load("accuracy")
     with open(bench.GROUPS_FILE) as f:

@@ -6,7 +6,7 @@ from yacs.config import CfgNode
 
 from helpers import TEXT
 from openprompt_ipt import InstanceWiseTemplate
-from openprompt_ipt.config import load_config, parse_override
+from openprompt_ipt.runner.config import load_config, parse_override
 
 
 def test_openprompt_load_template_builds_instance_wise(bert):
@@ -90,8 +90,8 @@ def test_exponent_floats_without_a_dot_are_floats(tmp_path):
     ("cb_prefix_ipt_encoder_textcnn", "Prefix + Encoder IPT (CNN)"), ("cb_s_idpg_phm", "S-IDPG-PHM"),
     ("cb_m_idpg_phm_glove", "M-IDPG-PHM-GloVe")])
 def test_runs_are_named_as_the_papers_tables_name_them(yaml_name, expected):
-    from openprompt_ipt.config import load_config
-    from openprompt_ipt.experiment import paper_method_name
+    from openprompt_ipt.runner.config import load_config
+    from openprompt_ipt.runner.experiment import paper_method_name
 
     root = os.path.join(os.path.dirname(__file__), "..", "yamls")
     cfg = load_config(os.path.join(root, f"{yaml_name}.yaml"))

@@ -17,7 +17,7 @@ ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 def test_two_processes_match_one(tiny_model_dir, tmp_path):  # noqa: F811
     from safetensors.torch import load_file
 
-    from openprompt_ipt.experiment import run_experiment
+    from openprompt_ipt.runner.experiment import run_experiment
 
     data = write_cb(tmp_path / "CB", n_train=22)
     # 16 training examples in global batches of 5: the last batch has one row, so one process gets none;

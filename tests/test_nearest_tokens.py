@@ -77,8 +77,8 @@ def test_unused_placeholder_tokens_are_excluded():
 
 # ---- tiny trained runs -------------------------------------------------------------------------
 def train(model_dir, tmp_path_factory, name, template, section, epochs=1):
-    from openprompt_ipt.config import DEFAULTS, _merge
-    from openprompt_ipt.experiment import run_experiment
+    from openprompt_ipt.runner.config import DEFAULTS, _merge
+    from openprompt_ipt.runner.experiment import run_experiment
 
     base = tmp_path_factory.mktemp(name)
     data = write_cb(base / "CB")
@@ -109,7 +109,7 @@ def runs(tiny_model_dir, tmp_path_factory):  # noqa: F811
 
 
 def test_random_ipt_gives_each_input_its_own_tokens_and_prompt_tuning_does_not(runs):
-    from openprompt_ipt.predict import load_run
+    from openprompt_ipt.runner.predict import load_run
 
     predictor = load_run(runs["random"])
     report = nearest_tokens_for_run(predictor, ROWS, top_k=4)
@@ -150,7 +150,7 @@ def test_random_ipt_gives_each_input_its_own_tokens_and_prompt_tuning_does_not(r
 
 def test_instance_prompt_vectors_equal_what_process_batch_prepends(runs):
     from openprompt_ipt.data import encode_examples, make_loader
-    from openprompt_ipt.predict import load_run
+    from openprompt_ipt.runner.predict import load_run
 
     predictor = load_run(runs["random"])
     template = predictor.model.template
@@ -165,7 +165,7 @@ def test_instance_prompt_vectors_equal_what_process_batch_prepends(runs):
 
 
 def test_generated_prefix_input_injection_is_analysed(runs):
-    from openprompt_ipt.predict import load_run
+    from openprompt_ipt.runner.predict import load_run
 
     report = nearest_tokens_for_run(load_run(runs["input"]), ROWS, top_k=2)
     assert "injection input" in report["prompts"]
@@ -213,7 +213,7 @@ def test_cli_markdown_json_and_errors(runs, tmp_path, capsys):
 
 
 def test_kv_injection_is_refused_by_the_library(runs):
-    from openprompt_ipt.predict import load_run
+    from openprompt_ipt.runner.predict import load_run
 
     predictor = load_run(runs["kv"])
     with pytest.raises(ValueError, match="needs prompts in the input embedding space"):

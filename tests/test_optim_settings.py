@@ -6,7 +6,7 @@ import torch
 from torch import nn
 
 from helpers import build, examples
-from openprompt_ipt.config import load_config
+from openprompt_ipt.runner.config import load_config
 from openprompt_ipt.data import encode_examples, make_loader
 from openprompt_ipt.training import TrainConfig, Trainer
 from openprompt_ipt.training.optim import build_optimizers, linear_warmup

@@ -11,9 +11,9 @@ import sys
 import pytest
 import torch
 
-from openprompt_ipt.config import load_config
+from openprompt_ipt.runner.config import load_config
 from openprompt_ipt.data.tasks import get_task
-from openprompt_ipt.experiment import build_model, check_label_words
+from openprompt_ipt.runner.experiment import build_model, check_label_words
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 TABLES = {  # folder: (tasks, methods per task)

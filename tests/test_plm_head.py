@@ -2,7 +2,7 @@
 import torch
 
 from helpers import batch_for, build, build_prefix, clone, examples
-from openprompt_ipt.plm import HiddenStatesAsLogits, skip_mlm_head
+from openprompt_ipt.runner.plm import HiddenStatesAsLogits, skip_mlm_head
 
 
 def test_skip_mlm_head_keeps_soft_verbalizer_logits(plm):

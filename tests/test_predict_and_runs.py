@@ -21,7 +21,7 @@ def tiny_model_dir(tmp_path_factory):
 
 
 def tiny_cfg(model_dir, data_dir, **train):
-    from openprompt_ipt.config import DEFAULTS, _merge
+    from openprompt_ipt.runner.config import DEFAULTS, _merge
 
     raw = {"dataset": {"name": "cb", "path": data_dir, "dev_from_train": 0.25},
            "plm": {"model_path": model_dir, "freeze": True, "max_seq_length": 64},
@@ -35,8 +35,8 @@ def tiny_cfg(model_dir, data_dir, **train):
 
 
 def test_predict_round_trip_matches_evaluate(tiny_model_dir, tmp_path):
-    from openprompt_ipt.experiment import run_experiment
-    from openprompt_ipt.predict import load_run
+    from openprompt_ipt.runner.experiment import run_experiment
+    from openprompt_ipt.runner.predict import load_run
 
     data = write_cb(tmp_path / "CB")
     out = str(tmp_path / "run")
@@ -60,7 +60,7 @@ def test_predict_round_trip_matches_evaluate(tiny_model_dir, tmp_path):
     assert cli.main(["--run", out, "--input", str(bad)]) == 2
     (tmp_path / "empty.jsonl").write_text("\n")
     with pytest.raises(ValueError, match="has no rows"):
-        from openprompt_ipt.predict import read_jsonl
+        from openprompt_ipt.runner.predict import read_jsonl
         read_jsonl(str(tmp_path / "empty.jsonl"))
     with pytest.raises(ValueError, match="no input rows"):
         load_run(out).predict([])
@@ -77,7 +77,7 @@ def load_script(name):
 
 
 def test_runner_resume_equals_uninterrupted_and_rejects_changed_config(tiny_model_dir, tmp_path, monkeypatch, capsys):
-    from openprompt_ipt.experiment import run_experiment
+    from openprompt_ipt.runner.experiment import run_experiment
     from openprompt_ipt.training import trainer as trainer_mod
 
     data = write_cb(tmp_path / "CB")

@@ -8,11 +8,11 @@ import os
 import pytest
 from openprompt.data_utils import InputExample
 
-from openprompt_ipt.aggregate import aggregate
-from openprompt_ipt.config import load_config
-from openprompt_ipt.protocols import cv_folds, few_shot_splits, make_splits, sample_per_label, low_resource_splits
-from openprompt_ipt.runs import mean_std, run_seeds
-from openprompt_ipt.sweep import apply_point, expand_grid, point_name, select_best
+from openprompt_ipt.runner.aggregate import aggregate
+from openprompt_ipt.runner.config import load_config
+from openprompt_ipt.runner.protocols import cv_folds, few_shot_splits, make_splits, sample_per_label, low_resource_splits
+from openprompt_ipt.runner.runs import mean_std, run_seeds
+from openprompt_ipt.runner.sweep import apply_point, expand_grid, point_name, select_best
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from openprompt_ipt.config import load_config
+from openprompt_ipt.runner.config import load_config
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 spec = importlib.util.spec_from_file_location("run_tables", os.path.join(ROOT, "yamls", "run_tables.py"))

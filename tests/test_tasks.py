@@ -6,9 +6,9 @@ import os
 
 import pytest
 
-from openprompt_ipt.config import DEFAULTS
+from openprompt_ipt.runner.config import DEFAULTS
 from openprompt_ipt.data import TASKS, get_task
-from openprompt_ipt.experiment import cap_examples, check_label_words, held_out_split, load_task
+from openprompt_ipt.runner.experiment import cap_examples, check_label_words, held_out_split, load_task
 from openprompt_ipt.training import answer_metrics
 
 
@@ -242,7 +242,7 @@ def test_every_yaml_fits_its_task():
     """label_words: one entry per task label; train.metric: one the task reports."""
     import glob
 
-    from openprompt_ipt.config import load_config
+    from openprompt_ipt.runner.config import load_config
 
     for path in sorted(glob.glob(os.path.join(os.path.dirname(__file__), "..", "yamls", "*.yaml"))):
         if os.path.basename(path).startswith(("corpus_", "pretrain_")):  # category-pretraining configs
@@ -254,7 +254,7 @@ def test_every_yaml_fits_its_task():
 
 
 def test_runner_rejects_a_metric_the_task_does_not_report(tmp_path):
-    from openprompt_ipt.experiment import run_experiment
+    from openprompt_ipt.runner.experiment import run_experiment
 
     cfg = cfg_for("cb")
     cfg["train"]["metric"] = "f1a"
@@ -298,7 +298,7 @@ def test_hub_names_reach_the_hub_loaders_unchanged(monkeypatch):
 def test_backbone_hub_name_goes_to_from_pretrained(monkeypatch):
     import transformers
 
-    from openprompt_ipt.plm import load_backbone
+    from openprompt_ipt.runner.plm import load_backbone
 
     seen = []
 

@@ -185,8 +185,8 @@ def main(argv=None) -> int:
             or (args.redo_errors and rows[os.path.relpath(y, REPO)]["status"] != "ok")]
     command = "OMP_NUM_THREADS=1 IPT_ASSETS=/work/shared/assets python yamls/run_tables.py"
     if not args.spawn:
-        import openprompt_ipt.experiment  # noqa: F401  (imported once; every forked run starts from here)
-        import openprompt_ipt.runs  # noqa: F401
+        import openprompt_ipt.runner.experiment  # noqa: F401  (imported once; every forked run starts from here)
+        import openprompt_ipt.runner.runs  # noqa: F401
     from tqdm.auto import tqdm
 
     os.makedirs(args.output_dir, exist_ok=True)

@@ -59,7 +59,7 @@ def curves_table(curves: Dict[str, Curve]) -> str:
 
 def curves_figure(curves: Dict[str, Curve], title: str = "") -> bytes:
     """Three panels over epochs (train loss, dev loss, dev score), one line per run; PNG bytes."""
-    from ..plotting import png_bytes, pyplot
+    from ..runner.plotting import png_bytes, pyplot
 
     metric = dev_metric(curves)
     panels: Sequence[Tuple[str, str, float]] = (("train_loss", "train loss", 1.0), ("dev_loss", "dev loss", 1.0),

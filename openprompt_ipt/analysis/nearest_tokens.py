@@ -8,7 +8,7 @@ prompt G(x); ``strategy: none`` is plain Prompt Tuning) and ``generated_prefix``
 embeddings, and are refused with :data:`INPUT_SPACE_ERROR`.
 
 The pure helpers (:func:`excluded_token_mask`, :func:`cosine_top_k`, :func:`format_markdown`) need no
-run; :func:`nearest_tokens_for_run` ties them to a :class:`openprompt_ipt.predict.Predictor`.
+run; :func:`nearest_tokens_for_run` ties them to a :class:`openprompt_ipt.runner.predict.Predictor`.
 """
 from __future__ import annotations
 

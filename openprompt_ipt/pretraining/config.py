@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from typing import Dict, Iterable
 
-from ..config import _merge, read_yaml_with_overrides
+from ..runner.config import _merge, read_yaml_with_overrides
 
 DEFAULTS: Dict = {
     "name": "textcnn",          # export folder: exports/<name>-<backbone>

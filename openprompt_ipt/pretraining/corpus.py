@@ -108,7 +108,7 @@ def parse_mapping(raw: Dict, where: str = "<mapping>") -> Mapping:
 
 
 def load_mapping(path: str) -> Mapping:
-    from ..config import load_yaml
+    from ..runner.config import load_yaml
 
     if not os.path.isfile(path):
         raise FileNotFoundError(f"corpus mapping '{path}' not found (see yamls/corpus_13cat.yaml)")

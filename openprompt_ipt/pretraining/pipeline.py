@@ -27,7 +27,7 @@ def resolve_mapping_path(path: str) -> str:
 def load_tokenizer(model_path: str):
     from transformers import AutoTokenizer
 
-    from ..plm import resolve_backbone
+    from ..runner.plm import resolve_backbone
 
     path = resolve_backbone(model_path)
     if os.path.sep in path and not os.path.isdir(path):
@@ -70,7 +70,7 @@ def initial_embedding(init: str, path: str, dim: Optional[int], vocab: int):
 
 def run_pretraining(cfg: Dict, root: Optional[str] = None, output_dir: Optional[str] = None, overwrite: bool = False,
                     show_progress: bool = True, cache_dir: Optional[str] = None, log: Callable = print) -> Dict:
-    from ..experiment import data_root
+    from ..runner.experiment import data_root
     from ..generators.vocab_table import save_table, tokenizer_fingerprint
     from ..training.trainer import set_seed
 

@@ -183,7 +183,7 @@ def check_sweep(config: Dict, sweep: Dict[str, list]) -> None:
 
 def check_train(config: Dict) -> None:
     """The optimizer / schedule settings (train.adam_betas, adam_eps, weight_decay, scheduler)."""
-    from .training.optim import check_optimizer_settings
+    from ..training.optim import check_optimizer_settings
 
     t = config["train"]
     check_optimizer_settings(t["adam_betas"], t["adam_eps"], t["weight_decay"], t["scheduler"])

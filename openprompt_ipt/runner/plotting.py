@@ -25,7 +25,7 @@ def png_bytes(fig, dpi: int = 120) -> bytes:
 
 def write_table_and_plot(stem: str, markdown: str, png: bytes) -> None:
     """The CLI end of a figure script: ``<stem>.md`` and ``<stem>.png`` written atomically, the table shown."""
-    from .serialization import write_bytes_atomic, write_text_atomic
+    from ..serialization import write_bytes_atomic, write_text_atomic
 
     write_text_atomic(stem + ".md", markdown)
     write_bytes_atomic(stem + ".png", png)

@@ -38,7 +38,7 @@ def original_train(cfg: Dict, root: str):
 
 
 def load_fewglue(cfg: Dict, root: str) -> List:
-    from ..data.tasks import get_task
+    from ...data.tasks import get_task
     from ..experiment import resolve_data_path
 
     name = cfg["dataset"]["name"]

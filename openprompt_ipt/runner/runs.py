@@ -16,7 +16,7 @@ import os
 from typing import Callable, Dict, List, Optional, Sequence
 
 from .protocols import Splits, cv_folds, label_result, make_splits
-from .serialization import write_text_atomic
+from ..serialization import write_text_atomic
 from .sweep import apply_point, expand_grid, point_name, select_best
 
 TrainFn = Callable[[Dict, Splits, Optional[str], bool], Dict]

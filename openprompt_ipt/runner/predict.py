@@ -20,7 +20,7 @@ KNOWN_EXTRA_FIELDS = ("idx", "label", "guid", "id")
 
 class Predictor:
     def __init__(self, run_dir: str, model, tokenizer, wrapper, cfg: Dict, device):
-        from .data import get_task
+        from ..data import get_task
 
         self.run_dir, self.model, self.tokenizer, self.wrapper, self.cfg, self.device = \
             run_dir, model, tokenizer, wrapper, cfg, device
@@ -54,8 +54,8 @@ class Predictor:
 
     @torch.no_grad()
     def predict(self, rows: Iterable[Dict], batch_size: int | None = None) -> List[Dict]:
-        from .data import encode_examples, make_loader
-        from .training.trainer import to_device
+        from ..data import encode_examples, make_loader
+        from ..training.trainer import to_device
 
         exs = self.examples(rows)
         feats = encode_examples(exs, self.model.template, self.wrapper, desc="predict")
@@ -75,9 +75,9 @@ def load_run(run_dir: str, device: str = "cpu") -> Predictor:
     from yacs.config import CfgNode
 
     from .experiment import build_model
-    from .injection import max_positions
+    from ..injection import max_positions
     from .plm import load_backbone
-    from .serialization import load_trainable
+    from ..serialization import load_trainable
 
     cfg_path, weights = os.path.join(run_dir, "config.json"), os.path.join(run_dir, "best.safetensors")
     for path in (cfg_path, weights):
@@ -86,7 +86,7 @@ def load_run(run_dir: str, device: str = "cpu") -> Predictor:
                                     "(train with experiments/run.py --output-dir first)")
     with open(cfg_path) as f:
         cfg = json.load(f)
-    from .data import get_task
+    from ..data import get_task
 
     labels = list(get_task(cfg["dataset"]["name"]).labels)
     template_dir = os.path.join(run_dir, "template")

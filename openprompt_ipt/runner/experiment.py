@@ -107,7 +107,7 @@ def load_task(cfg: Dict, root: str):
     dev = the task's own dev split where the source has one, else ``dev_from_train`` of train;
     test = the task's reported split; with ``train_from`` = that split (BoolQ offline),
     ``test_from_train`` of it is held out as test first."""
-    from .data.tasks import SPLIT_ALIASES, get_task
+    from ..data.tasks import SPLIT_ALIASES, get_task
 
     ds, seed = cfg["dataset"], cfg["seed"]
     task = get_task(ds["name"])
@@ -237,11 +237,11 @@ def run_experiment(cfg: Dict, root: str | None = None, output_dir: str | None = 
     ``output_dir`` (same config required). ``build``: a ``build_model``-like callable, so a peer method
     (PEFT, ``benchmarks/peft_run.py``) gets the same data, loop, selection and report; ``method``
     names it in the result (default: from the config)."""
-    from .data import encode_examples, get_task, make_loader
-    from .injection import max_positions
-    from .training import Runtime, TrainConfig, Trainer, evaluate, set_seed
-    from .training.checkpoint import check_resume_config, latest_checkpoint
-    from .training.optim import split_counts
+    from ..data import encode_examples, get_task, make_loader
+    from ..injection import max_positions
+    from ..training import Runtime, TrainConfig, Trainer, evaluate, set_seed
+    from ..training.checkpoint import check_resume_config, latest_checkpoint
+    from ..training.optim import split_counts
 
     started = time.time()
     root = data_root(root)
@@ -293,7 +293,7 @@ def run_experiment(cfg: Dict, root: str | None = None, output_dir: str | None = 
         os.makedirs(output_dir, exist_ok=True)
         if hasattr(model.template, "save_pretrained"):
             model.template.save_pretrained(os.path.join(output_dir, "template"))
-        from .serialization import write_text_atomic
+        from ..serialization import write_text_atomic
 
         write_text_atomic(os.path.join(output_dir, "config.json"), json.dumps(cfg, indent=2))
         write_text_atomic(os.path.join(output_dir, "metrics.json"), json.dumps(result, indent=2))

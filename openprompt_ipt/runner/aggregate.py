@@ -198,7 +198,7 @@ def aggregate(paths: Sequence[str], out: str | None = None) -> Dict[str, object]
         short = key.split(".")[-1]
         files[f"sweep_{short}.md"], files[f"sweep_{short}.csv"], files[f"sweep_{short}.png"] = s_md, s_csv, png
     if out:
-        from .serialization import write_bytes_atomic, write_text_atomic
+        from ..serialization import write_bytes_atomic, write_text_atomic
 
         for name, content in files.items():
             write = write_bytes_atomic if isinstance(content, bytes) else write_text_atomic
