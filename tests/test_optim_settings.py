@@ -57,6 +57,7 @@ def test_betas_eps_and_weight_decay_reach_the_torch_optimizers():
     for g in dense.param_groups:
         assert g["betas"] == (0.9, 0.98) and g["eps"] == 1e-6 and g["weight_decay"] == 0.1
     assert sparse.param_groups[0]["betas"] == (0.9, 0.98) and sparse.param_groups[0]["eps"] == 1e-6
+    assert sparse.param_groups[0]["weight_decay"] == 0.1  # the sparse vocab table decays too (lazily)
 
 
 def test_defaults_keep_adamw_defaults(tmp_path):
@@ -111,3 +112,43 @@ def test_trainer_uses_the_constant_schedule_and_rejects_a_bad_one(bert, tmp_path
     assert rates == pytest.approx([1e-2] * 4)
     with pytest.raises(ValueError, match="train.scheduler"):
         Trainer(pm, TrainConfig(epochs=1, scheduler="cosine", show_progress=False, device="cpu")).fit(loader, loader)
+
+
+def test_clipping_norm_is_global_over_dense_and_sparse_gradients():
+    from openprompt_ipt.training.optim import clip_grad_norm
+
+    model = FakePromptModel()
+    x = torch.randn(5, 4)
+    out = model.template["proj"](model.template["table"](torch.tensor([1, 2, 2, 7, 1])) + x)
+    model.verbalizer(out).square().sum().mul(10).backward()
+    params = [p for p in model.parameters() if p.requires_grad]
+    assert model.template["table"].weight.grad.is_sparse
+    dense_copies = [nn.Parameter(p.detach().clone()) for p in params]
+    for copy, p in zip(dense_copies, params):
+        copy.grad = p.grad.to_dense().clone()
+    expected_norm = torch.nn.utils.clip_grad_norm_(dense_copies, 0.5)
+    norm = clip_grad_norm(params, 0.5)
+    assert norm > 0.5 and torch.allclose(norm, expected_norm, rtol=1e-5)
+    for copy, p in zip(dense_copies, params):  # every gradient, the sparse table's included, scaled alike
+        assert torch.allclose(p.grad.to_dense(), copy.grad, atol=1e-6)
+    assert torch.allclose(torch.stack([p.grad.to_dense().norm() for p in params]).norm(), torch.tensor(0.5), atol=1e-4)
+
+
+def test_trainer_clips_the_sparse_table_gradient_with_the_rest(bert, monkeypatch):
+    from openprompt.plms.mlm import MLMTokenizerWrapper
+
+    model, tok = bert
+    pm = build(model, tok, strategy="random", prompt_length=4)
+    feats = encode_examples(examples(8), pm.template, MLMTokenizerWrapper(max_seq_length=64, tokenizer=tok))
+    loader = make_loader(feats, 4, tok.pad_token_id)
+    seen, step = [], RowSparseAdam.step
+
+    def spy(self, closure=None):
+        seen.append(float(torch.stack([p.grad.coalesce().values().norm() for g in self.param_groups
+                                       for p in g["params"] if p.grad is not None]).norm()))
+        return step(self, closure)
+
+    monkeypatch.setattr(RowSparseAdam, "step", spy)
+    cfg = TrainConfig(epochs=1, max_grad_norm=1e-4, warmup_ratio=0.0, show_progress=False, device="cpu")
+    Trainer(pm, cfg).fit(loader, loader)
+    assert len(seen) == 2 and all(0 < n <= 1e-4 * (1 + 1e-4) for n in seen)

@@ -44,7 +44,8 @@ def build_optimizers(model, lr_prompt: float, lr_head: float, lr_plm: float = 1e
                      weight_decay: float = 0.0, adam_betas=(0.9, 0.999),
                      adam_eps: float = 1e-8) -> List[torch.optim.Optimizer]:
     """``model`` is an OpenPrompt ``PromptForClassification``. AdamW (decoupled weight decay) for
-    the dense parameters and RowSparseAdam for sparse vocab tables, both with ``adam_betas`` / ``adam_eps``."""
+    the dense parameters and RowSparseAdam for sparse vocab tables, both with ``adam_betas`` / ``adam_eps``
+    / ``weight_decay`` (the sparse table decays lazily: rows decay on the steps they are looked up)."""
     check_optimizer_settings(adam_betas, adam_eps, weight_decay)
     betas = (float(adam_betas[0]), float(adam_betas[1]))
     sparse_ids = sparse_parameter_ids(model.template)
@@ -63,10 +64,33 @@ def build_optimizers(model, lr_prompt: float, lr_head: float, lr_plm: float = 1e
     if groups:
         optimizers.append(torch.optim.AdamW(groups, betas=betas, eps=float(adam_eps)))
     if sparse:
-        optimizers.append(RowSparseAdam(sparse, lr=lr_prompt, betas=betas, eps=float(adam_eps)))
+        optimizers.append(RowSparseAdam(sparse, lr=lr_prompt, betas=betas, eps=float(adam_eps),
+                                        weight_decay=float(weight_decay)))
     if not optimizers:
         raise ValueError("nothing to train: every parameter is frozen (check the template strategy and plm.freeze)")
     return optimizers
+
+
+def clip_grad_norm(params, max_norm: float) -> torch.Tensor:
+    """``torch.nn.utils.clip_grad_norm_`` over dense *and* sparse gradients: one global L2 norm (a
+    sparse gradient counts its coalesced rows, duplicates summed as a dense copy would), then every
+    gradient scaled by ``max_norm / (norm + 1e-6)`` when that is below 1. Returns the total norm."""
+    params = [p for p in params if p.grad is not None]
+    if not params:
+        return torch.tensor(0.0)
+    squares = []
+    for p in params:
+        if p.grad.is_sparse:
+            p.grad = p.grad.coalesce()
+            squares.append(p.grad.values().float().pow(2).sum())
+        else:
+            squares.append(p.grad.detach().float().pow(2).sum())
+    device = params[0].grad.device
+    total = torch.stack([s.to(device) for s in squares]).sum().sqrt()
+    coef = (max_norm / (total + 1e-6)).clamp(max=1.0)
+    for p in params:
+        p.grad.mul_(coef.to(device=p.grad.device, dtype=p.grad.dtype))
+    return total
 
 
 def dense_parameters(optimizers) -> List[torch.Tensor]:

@@ -3,7 +3,9 @@
 ``torch.optim.SparseAdam`` updates only the looked-up rows but allocates both moment tensors for
 the whole table (for roberta-large's 50,265 x 1,024 table: 400 MB of state nobody touches on a
 small task). Here a row gets moment slots the first time a gradient reaches it, so step cost *and*
-optimizer memory are proportional to the rows the data uses. Same update rule as SparseAdam.
+optimizer memory are proportional to the rows the data uses. Same update rule as SparseAdam, plus
+AdamW's decoupled weight decay applied lazily: a row decays on the steps its gradient arrives (what
+lazy sparse optimizers do; decaying all 50k rows every step would cost what this class avoids).
 """
 from __future__ import annotations
 
@@ -11,8 +13,10 @@ import torch
 
 
 class RowSparseAdam(torch.optim.Optimizer):
-    def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8):
-        super().__init__(params, dict(lr=lr, betas=betas, eps=eps))
+    def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 0.0):
+        if not (isinstance(weight_decay, (int, float)) and weight_decay >= 0):
+            raise ValueError(f"RowSparseAdam weight_decay must be a number >= 0 (got {weight_decay!r})")
+        super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay))
 
     @torch.no_grad()
     def step(self, closure=None):
@@ -39,6 +43,8 @@ class RowSparseAdam(torch.optim.Optimizer):
                 v[slots] = v[slots] * b2 + values * values * (1 - b2)
                 step = state["step"]
                 size = group["lr"] * (1 - b2 ** step) ** 0.5 / (1 - b1 ** step)
+                if group.get("weight_decay", 0.0):  # decoupled (AdamW): w <- w (1 - lr wd), touched rows only
+                    p[rows] *= 1 - group["lr"] * group["weight_decay"]
                 p[rows] -= size * m[slots] / (v[slots].sqrt() + group["eps"])
         return loss
 
@@ -62,12 +68,23 @@ class RowSparseAdam(torch.optim.Optimizer):
         return slot_of[rows]
 
     def load_state_dict(self, state_dict) -> None:
-        """The base class casts every state tensor to the parameter's dtype; the row -> slot map must
-        stay an integer index (and ``step``/``used`` plain ints) for the next step to be exact."""
-        super().load_state_dict(state_dict)
+        """The base class casts every floating-point parameter's state tensors to the parameter's dtype:
+        an integer row -> slot map cast to bf16/fp16 loses rows above 256/2048 (and the moments then mix
+        across rows), so the map is kept out of what the base class sees and restored as int64."""
+        maps, states = {}, {}
+        for key, st in state_dict["state"].items():
+            st = dict(st)
+            if "slot_of" in st:
+                maps[key] = st.pop("slot_of")
+            states[key] = st
+        super().load_state_dict({**state_dict, "state": states})
+        # saved index -> parameter, paired in the order the base class pairs them
+        saved = [i for g in state_dict["param_groups"] for i in g["params"]]
+        params = [p for g in self.param_groups for p in g["params"]]
+        for key, slot_of in maps.items():
+            p = params[saved.index(key)]
+            self.state[p]["slot_of"] = slot_of.to(device=p.device, dtype=torch.long)
         for state in self.state.values():
-            if "slot_of" in state:
-                state["slot_of"] = state["slot_of"].long()
             for key in ("step", "used"):
                 if key in state:
                     state[key] = int(state[key])

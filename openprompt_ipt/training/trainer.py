@@ -25,7 +25,7 @@ from .checkpoint import Progress, checkpoint_root, latest_checkpoint, load_check
 from .distributed import Runtime, mark_sparse
 from .logs import RunLogger
 from .metrics import METRICS, answer_metrics, classification_metrics
-from .optim import build_optimizers, check_optimizer_settings, dense_parameters, linear_warmup, split_counts
+from .optim import build_optimizers, check_optimizer_settings, clip_grad_norm, linear_warmup, split_counts
 from .row_sparse_adam import RowSparseAdam
 
 FROZEN_PREFIXES = ("prompt_model.plm.", "prompt_model.template.raw_embedding.")
@@ -146,7 +146,6 @@ class Trainer:
         total = steps_per_epoch * cfg.epochs
         warmup = cfg.warmup_steps or int(cfg.warmup_ratio * total)
         schedulers = linear_warmup(optimizers, warmup, total, cfg.scheduler)
-        dense = dense_parameters(optimizers)
         params = [p for opt in optimizers for g in opt.param_groups for p in g["params"]]
         mark_sparse([p for opt in optimizers if isinstance(opt, RowSparseAdam) for g in opt.param_groups for p in g["params"]])
         scaler = rt.grad_scaler()
@@ -230,8 +229,8 @@ class Trainer:
                         if scaler is not None:
                             for opt in optimizers:
                                 scaler.unscale_(opt)
-                        if cfg.max_grad_norm and dense:
-                            torch.nn.utils.clip_grad_norm_(dense, cfg.max_grad_norm)
+                        if cfg.max_grad_norm:  # one norm over dense and sparse (vocab table) gradients
+                            clip_grad_norm(params, cfg.max_grad_norm)
                         for opt in optimizers:
                             scaler.step(opt) if scaler is not None else opt.step()
                         if scaler is not None:
