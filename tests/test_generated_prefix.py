@@ -27,6 +27,39 @@ CASES = {
 }
 
 
+def _lstm(d_in, h, layers=3):  # bidirectional: 4 gates x (input + recurrent weights + two biases), per direction
+    return sum(2 * (4 * h * ((d_in if i == 0 else 2 * h) + h) + 8 * h) for i in range(layers))
+
+
+def closed_form(case, D, L, V, T=5):
+    """Trainable parameters of each CASES entry, written out from the architectures (not from the modules)."""
+    out = T * D
+
+    def proj(slots):  # IPT's G(x) -> per-slot bottleneck, projection_hidden 64
+        return (D * 64 + 64) + (64 * slots * D + slots * D)
+
+    def dnn(m, up_bias=True):
+        return (D * m + m) + (m * out + (out if up_bias else 0))
+
+    return {
+        "prefix-kv": 2 * L * T * D,
+        "ptuning_v2-hidden": L * T * D,
+        "prefix-reparam": T * D + (D * 8 + 8) + (8 * 2 * L * D + 2 * L * D),
+        "prefix-input": T * D,
+        "ipt_random-kv": 2 * L * T * D + (V + 1) * D + proj(2 * L),
+        "ipt_random-faithful": 2 * L * T * D + (V + 1) * D,
+        "ipt_random-hidden": L * T * D + (V + 1) * D + proj(L),
+        "ipt_encoder-kv-lstm": 2 * L * T * D + _lstm(D, 8) + (16 * 8 + 8) + (8 * 8 + 8) + (8 * D + D) + proj(2 * L),
+        "ipt_encoder-hidden-mlp": L * T * D + (D * 8 + 8) + (8 * 8 + 8) + (8 * D + D) + proj(L),
+        "s_idpg-phm": (D * 8 // 4 + 8) + (8 * out // 4 + out) + 4 ** 3,           # one A set shared by both layers
+        "s_idpg-dnn-pos1": dnn(8),
+        "m_idpg-phm-hidden": (D * 8 // 4 + 8 + 4 ** 3) + (8 * out // 4 + 4 ** 3) + L * out,  # + per-layer bias
+        "m_idpg-dnn-kv-previous": dnn(16, up_bias=False) + 2 * L * out,           # shared W, a bias per k/v slot
+        "m_idpg-L-static": L * dnn(16),                                            # a whole generator per layer
+        "m_idpg-S-previous-ln": dnn(4) + 3 * 2 * D,                                # + three LayerNorms (residual)
+    }[case]
+
+
 @pytest.mark.parametrize("case", list(CASES))
 def test_forward_backward_trains_only_the_generator(plm, case):
     model, tok = plm
@@ -37,7 +70,9 @@ def test_forward_backward_trains_only_the_generator(plm, case):
     logits.logsumexp(-1).sum().backward()
     assert all(p.grad is None for p in model.parameters())  # PLM frozen
     params = {n: p for n, p in pm.template.named_parameters() if p.requires_grad}
-    assert params and pm.template.num_trainable_parameters() == sum(p.numel() for p in params.values())
+    cfg = model.config
+    expected = closed_form(case, cfg.hidden_size, cfg.num_hidden_layers, model.get_input_embeddings().num_embeddings)
+    assert params and pm.template.num_trainable_parameters() == expected
     for name, p in params.items():
         assert p.grad is not None and p.grad.abs().sum() > 0, f"no gradient reaches {name}"
 
@@ -220,3 +255,53 @@ def test_hidden_injection_writes_each_layers_prompt_into_the_prompt_positions(pl
         for b in range(3):
             s = int(start[b])
             assert torch.allclose(seen[i][b, s:s + t], prompts[i], atol=1e-6)
+
+
+def _record_slots_and_layer_outputs(pm):
+    """Wrap the generator's slot() and hook every layer: (slot, previous) calls and each layer's first-token output."""
+    gen, calls, outputs = pm.template.generator, [], {}
+    slot = gen.slot
+
+    def spy(state, s, previous=None):
+        calls.append((s, None if previous is None else previous.detach().clone()))
+        return slot(state, s, previous)
+
+    gen.slot = spy
+    layers = pm.template.injector.layout.layers
+    handles = [layer.register_forward_hook(lambda m, a, out, i=i: outputs.__setitem__(
+        i, (out[0] if isinstance(out, tuple) else out)[:, 0].detach().clone())) for i, layer in enumerate(layers)]
+    return calls, outputs, handles
+
+
+@pytest.mark.parametrize("case", ["m_idpg-dnn-kv-previous", "m_idpg-S-previous-ln"])
+def test_input_from_previous_feeds_layer_i_the_first_token_output_of_layer_i_minus_1(plm, case):
+    """IDPG's --middle-previous: the input-layer prompt comes from M(x); layer i's from layer i-1's [CLS] output."""
+    model, tok = plm
+    pm = build_prefix(model, tok, **CASES[case])
+    calls, outputs, handles = _record_slots_and_layer_outputs(pm)
+    pm(batch_for(pm, tok, examples(3)))
+    for h in handles:
+        h.remove()
+    per_layer = 2 if pm.template.injection == "kv" else 1
+    layers = len(outputs)
+    assert sorted({s for s, _ in calls}) == list(range(per_layer * layers))  # every slot, none beyond
+    for s, previous in calls:
+        i = s // per_layer
+        if i == 0:
+            assert previous is None  # layer 0: the prompt made from M(x)
+        else:
+            assert previous is not None and torch.equal(previous, outputs[i - 1])
+
+
+@pytest.mark.parametrize("case", ["m_idpg-phm-hidden", "m_idpg-dnn-kv-previous", "s_idpg-phm"])
+def test_idpg_slots_beyond_the_generator_are_an_error_not_a_clamp(bert, case):
+    model, tok = bert
+    pm = build_prefix(model, tok, **CASES[case])
+    gen = pm.template.generator
+    from openprompt_ipt.generators import InstanceInputs
+    raw = batch_for(pm, tok, examples(2))
+    state = gen.begin(InstanceInputs(raw["input_ids"], raw["attention_mask"], raw["text_part_ids"] > 0,
+                                     raw["text_part_ids"]))
+    assert gen.slot(state, gen.slots - 1).shape[0] == 2
+    with pytest.raises(IndexError, match=f"IDPG prompt slot {gen.slots} requested, but the generator has {gen.slots}"):
+        gen.slot(state, gen.slots)

@@ -83,6 +83,34 @@ def test_pack_content_keeps_only_the_examples_own_tokens():
     assert mask.tolist() == [[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]]
 
 
+def test_pack_content_puts_the_pair_separator_between_text_a_and_text_b():
+    ids = torch.tensor([[9, 5, 6, 7, 8, 0], [9, 5, 7, 8, 0, 0]])
+    parts = torch.tensor([[0, 1, 1, 0, 2, 0], [0, 1, 0, 2, 0, 0]])
+    packed, mask = pack_content(ids, parts > 0, cls_id=1, sep_id=2, pad_id=0, part_ids=parts, pair_sep=[2, 2])
+    assert packed.tolist() == [[1, 5, 6, 2, 2, 8, 2], [1, 5, 2, 2, 8, 2, 0]]
+    assert mask.tolist() == [[1] * 7, [1] * 6 + [0]]
+
+
+def test_plm_cls_reads_the_example_as_the_plms_own_sentence_pair(plm):
+    """IDPG feeds M(x) the example as the PLM reads a pair: [CLS] S1 [SEP] S2 [SEP] / <s> S1 </s></s> S2 </s>."""
+    model, tok = plm
+    pm = build_prefix(model, tok, generator="idpg", idpg={"layer": "dnn", "hidden": 4})
+    batch = batch_for(pm, tok, examples(3))
+    enc = pm.template.generator.sentence
+    parts = batch["text_part_ids"]
+    ids, mask = enc.pack(batch["input_ids"], parts > 0, parts)
+    between = tok.convert_tokens_to_ids([tok.sep_token] * (2 if "roberta" in type(model).__name__.lower() else 1))
+    for i in range(3):
+        a = batch["input_ids"][i][parts[i] == 1].tolist()
+        b = batch["input_ids"][i][parts[i] == 2].tolist()
+        assert a and b
+        assert ids[i][mask[i].bool()].tolist() == [tok.cls_token_id] + a + between + b + [tok.sep_token_id]
+    with torch.no_grad():
+        expected = model.base_model(input_ids=ids, attention_mask=mask)[0][:, 0]
+    got = enc(batch["input_ids"], parts > 0, batch["attention_mask"], part_ids=parts)
+    assert torch.allclose(got, expected, atol=1e-5)
+
+
 def test_splice_puts_prompts_at_each_examples_position():
     embeds = torch.arange(2 * 4, dtype=torch.float).view(2, 4, 1)
     batch = {"inputs_embeds": embeds, "attention_mask": torch.tensor([[1, 1, 1, 1], [1, 1, 1, 0]])}

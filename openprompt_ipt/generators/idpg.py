@@ -144,7 +144,7 @@ class IDPGGenerator(LayerPromptGenerator):
         return y + self.slot_bias[s] if self.slot_bias is not None else y
 
     def begin(self, inputs):
-        x = self.sentence(inputs.input_ids, inputs.content_mask, inputs.attention_mask)
+        x = self.sentence(inputs.input_ids, inputs.content_mask, inputs.attention_mask, part_ids=inputs.part_ids)
         x = x.to(next(self.generators.parameters()).dtype)
         state = {"x": x}
         if self.sharing != "L":  # W applied once per batch; slots differ by their bias only
@@ -152,7 +152,11 @@ class IDPGGenerator(LayerPromptGenerator):
         return state
 
     def slot(self, state, s, previous=None):
-        s = min(s, self.slots - 1)
+        # the injector asks for slots 0..ctx.slots-1 only (1 input, L hidden, 2L kv: tests/test_generated_prefix.py);
+        # anything else is a wiring bug, never to be clamped onto another layer's prompt
+        if not 0 <= s < self.slots:
+            raise IndexError(f"IDPG prompt slot {s} requested, but the generator has {self.slots} slot(s) "
+                             f"({self.config.depth} depth, {self.ctx.injection} injection over {self.ctx.num_layers} layers)")
         if previous is not None:  # M-IDPG fed by the previous layer's output
             x = previous.to(state["x"].dtype)
             return self._finish(self._generate(x, s), x)

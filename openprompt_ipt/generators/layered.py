@@ -42,6 +42,7 @@ class InstanceInputs:
     input_ids: torch.Tensor
     attention_mask: torch.Tensor
     content_mask: torch.Tensor   # the example's own tokens (placeholders), not template words/specials
+    part_ids: Optional[torch.Tensor] = None  # 1 text_a, 2 text_b, 3 other placeholders, 0 template/specials
 
     @property
     def batch_size(self) -> int:

