@@ -39,10 +39,26 @@ def test_one_yaml_per_row_and_task(folder):
     assert len(rows) == methods  # the same rows for every task
 
 
+MAKE_TABLES = os.path.join(ROOT, "experiments", "make_tables.py")
+
+
 def test_generated_files_are_up_to_date():
-    proc = subprocess.run([sys.executable, os.path.join(ROOT, "yamls", "make_tables.py"), "--check"],
-                          capture_output=True, text=True)
+    proc = subprocess.run([sys.executable, MAKE_TABLES, "--check"], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_check_fails_in_one_line_on_an_edited_or_extra_yaml(tmp_path):
+    import shutil
+    for folder in TABLES:
+        shutil.copytree(os.path.join(ROOT, "yamls", folder), tmp_path / folder)
+    edited = tmp_path / "ipt_table2" / "cb_prompt_tuning.yaml"
+    edited.write_text(edited.read_text().replace("batch_size: 32", "batch_size: 8", 1))
+    (tmp_path / "idpg_table1" / "cb_extra_row.yaml").write_text("seed: 1\n")
+    proc = subprocess.run([sys.executable, MAKE_TABLES, "--check", "--yamls", str(tmp_path)],
+                          capture_output=True, text=True)
+    assert proc.returncode == 1
+    assert proc.stdout.count("\n") == 1 and "1 table YAMLs differ" in proc.stdout and "1 are not written" in proc.stdout
+    assert "yamls/ipt_table2/cb_prompt_tuning.yaml" in proc.stdout
 
 
 @pytest.fixture(scope="module")
