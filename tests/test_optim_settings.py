@@ -111,3 +111,25 @@ def test_trainer_uses_the_constant_schedule_and_rejects_a_bad_one(bert, tmp_path
     assert rates == pytest.approx([1e-2] * 4)
     with pytest.raises(ValueError, match="train.scheduler"):
         Trainer(pm, TrainConfig(epochs=1, scheduler="cosine", show_progress=False, device="cpu")).fit(loader, loader)
+
+
+def test_warmup_is_a_fraction_of_the_run_and_a_too_long_warmup_warns(bert, tmp_path):
+    from openprompt_ipt.training.optim import resolve_warmup
+
+    assert resolve_warmup(0, 0.25, 40) == 10          # a fraction of the run's optimizer steps
+    assert resolve_warmup(3, 0.25, 40) == 3           # explicit steps win
+    with pytest.raises(ValueError, match="train.warmup_ratio must be in"):
+        resolve_warmup(0, 1.5, 40)
+    model, tok = bert
+    pm = build(model, tok)
+    from openprompt.plms.mlm import MLMTokenizerWrapper
+
+    feats = encode_examples(examples(8), pm.template, MLMTokenizerWrapper(max_seq_length=64, tokenizer=tok))
+    loader = make_loader(feats, 4, tok.pad_token_id)
+    # IPT A.3's 2000 warmup steps on a 4-step run: the peak rate is never reached -> the trainer says so
+    cfg = TrainConfig(epochs=2, lr_prompt=1e-2, lr_head=1e-2, warmup_steps=2000, show_progress=False, device="cpu")
+    with pytest.warns(UserWarning, match=r"warmup \(2000 optimizer steps\) >= the whole run \(4 steps\)"):
+        Trainer(pm, cfg, output_dir=str(tmp_path / "run")).fit(loader, loader)
+    with open(tmp_path / "run" / "log.csv") as f:
+        rates = [float(r["value"]) for r in csv.DictReader(f) if r["name"] == "train/lr"]
+    assert max(rates) < 1e-4  # what the warning is about

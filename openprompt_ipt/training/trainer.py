@@ -25,7 +25,7 @@ from .checkpoint import Progress, checkpoint_root, latest_checkpoint, load_check
 from .distributed import Runtime, mark_sparse
 from .logs import RunLogger
 from .metrics import METRICS, answer_metrics, classification_metrics
-from .optim import build_optimizers, check_optimizer_settings, dense_parameters, linear_warmup, split_counts
+from .optim import build_optimizers, check_optimizer_settings, dense_parameters, linear_warmup, resolve_warmup, split_counts
 from .row_sparse_adam import RowSparseAdam
 
 FROZEN_PREFIXES = ("prompt_model.plm.", "prompt_model.template.raw_embedding.")
@@ -144,7 +144,7 @@ class Trainer:
         accum = cfg.gradient_accumulation_steps
         steps_per_epoch = math.ceil(len(train_loader) / accum)
         total = steps_per_epoch * cfg.epochs
-        warmup = cfg.warmup_steps or int(cfg.warmup_ratio * total)
+        warmup = resolve_warmup(cfg.warmup_steps, cfg.warmup_ratio, total)
         schedulers = linear_warmup(optimizers, warmup, total, cfg.scheduler)
         dense = dense_parameters(optimizers)
         params = [p for opt in optimizers for g in opt.param_groups for p in g["params"]]
