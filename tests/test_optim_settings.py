@@ -133,3 +133,27 @@ def test_warmup_is_a_fraction_of_the_run_and_a_too_long_warmup_warns(bert, tmp_p
     with open(tmp_path / "run" / "log.csv") as f:
         rates = [float(r["value"]) for r in csv.DictReader(f) if r["name"] == "train/lr"]
     assert max(rates) < 1e-4  # what the warning is about
+
+
+def test_a_null_head_rate_is_the_prompt_rate(bert, tmp_path, monkeypatch):
+    """IDPG trains prompt generator and [CLS] head with fairseq's one learning rate: lr_head: null."""
+    import openprompt_ipt.training.trainer as trainer_module
+
+    seen = {}
+    real = trainer_module.build_optimizers
+
+    def spy(model, lr_prompt, lr_head, *args):
+        seen["rates"] = (lr_prompt, lr_head)
+        return real(model, lr_prompt, lr_head, *args)
+
+    monkeypatch.setattr(trainer_module, "build_optimizers", spy)
+    model, tok = bert
+    pm = build(model, tok)
+    from openprompt.plms.mlm import MLMTokenizerWrapper
+
+    feats = encode_examples(examples(4), pm.template, MLMTokenizerWrapper(max_seq_length=64, tokenizer=tok))
+    loader = make_loader(feats, 4, tok.pad_token_id)
+    Trainer(pm, TrainConfig(epochs=1, lr_prompt=5e-3, lr_head=None, show_progress=False, device="cpu")).fit(loader, loader)
+    assert seen["rates"] == (5e-3, 5e-3)
+    cfg = load_config(write(tmp_path, "train:\n  lr_head: null\n"))
+    assert cfg["train"]["lr_head"] is None

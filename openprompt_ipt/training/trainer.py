@@ -35,7 +35,7 @@ FROZEN_PREFIXES = ("prompt_model.plm.", "prompt_model.template.raw_embedding.")
 class TrainConfig:
     epochs: int = 10
     lr_prompt: float = 3e-3
-    lr_head: float = 1e-3
+    lr_head: Optional[float] = 1e-3   # None: the prompt's rate
     lr_plm: float = 1e-5
     weight_decay: float = 0.0
     adam_betas: Tuple[float, float] = (0.9, 0.999)
@@ -139,7 +139,8 @@ class Trainer:
         if cfg.metric not in METRICS:
             raise ValueError(f"unknown metric '{cfg.metric}': choose one of {list(METRICS)}")
         check_optimizer_settings(cfg.adam_betas, cfg.adam_eps, cfg.weight_decay, cfg.scheduler)
-        optimizers = build_optimizers(self.model, cfg.lr_prompt, cfg.lr_head, cfg.lr_plm, cfg.weight_decay,
+        lr_head = cfg.lr_prompt if cfg.lr_head is None else cfg.lr_head  # null: one rate, as fairseq (IDPG)
+        optimizers = build_optimizers(self.model, cfg.lr_prompt, lr_head, cfg.lr_plm, cfg.weight_decay,
                                       cfg.adam_betas, cfg.adam_eps)
         accum = cfg.gradient_accumulation_steps
         steps_per_epoch = math.ceil(len(train_loader) / accum)
