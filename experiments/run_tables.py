@@ -63,6 +63,7 @@ def overrides(path: str) -> List[str]:
     if raw.get("sweep"):  # keep the sweep code path, one point: the first value of each key
         sets.append("sweep=" + json.dumps({k: v[:1] for k, v in raw["sweep"].items()}))
     sets += [f"{p}={PRETRAINED_MINILM}" for p in find_keys(raw, "pretrained_path")]
+    sets += [f"{p}=null" for p in find_keys(raw, "encoder_path")]  # a fresh encoder: the export is roberta-large's
     for p in find_keys(raw, "glove_path"):
         sets += [f"{p.rsplit('.', 1)[0]}.{k}={v}" for k, v in GLOVE_OFFLINE.items()]
     return sets
