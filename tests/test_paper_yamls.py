@@ -221,3 +221,26 @@ def test_table_specific_settings():
     assert hard["generated_prefix"]["text"].startswith("Culture and the Arts.")
     pt134 = load_config(os.path.join(ROOT, "yamls", "idpg_table1", "mr_prompt_tuning_134.yaml"))
     assert pt134["instance_wise"]["task_prompt_length"] == 134
+
+
+def test_param_counts_and_table_yamls_agree_on_what_each_idpg_row_is():
+    """benchmarks/param_counts.py counts the configuration yamls/idpg_table1/ runs (issue #24 item 9)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("param_counts", os.path.join(ROOT, "benchmarks", "param_counts.py"))
+    counts = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(counts)
+    rows = {name: kwargs for name, _, _, kwargs in counts.PAPER_ROWS}
+    files = {"P-tuning v2": "ptuning_v2", "S-IDPG-PHM": "s_idpg_phm", "S-IDPG-DNN": "s_idpg_dnn",
+             "M-IDPG-PHM": "m_idpg_phm", "M-IDPG-DNN": "m_idpg_dnn", "M-IDPG-PHM-GloVe": "m_idpg_phm_glove"}
+    for row, suffix in files.items():
+        section = load_config(os.path.join(ROOT, "yamls", "idpg_table1", f"rte_{suffix}.yaml"))["generated_prefix"]
+        kwargs = rows[row]
+        assert section["generator"] == kwargs["generator"] and section["prompt_length"] == counts.T, row
+        default = "input" if kwargs.get("idpg", {}).get("depth") == "single" else "hidden"
+        assert section["injection"] == kwargs.get("injection", default), row
+        sub = "prefix" if kwargs["generator"] == "prefix" else "idpg"
+        for key, value in kwargs.get(sub, {}).items():
+            assert section[sub][key] == value, (row, key)
+    cls = [c for n, _, c, _ in counts.PAPER_ROWS if n == "P-tuning v2"][0]
+    assert "injection=hidden" in counts.configuration(cls, rows["P-tuning v2"])  # the printed label says it
