@@ -15,5 +15,11 @@ from .templates import GeneratedPrefixTemplate, InstanceWiseTemplate  # noqa: E4
 TEMPLATE_CLASS["instance_wise"] = InstanceWiseTemplate
 TEMPLATE_CLASS["generated_prefix"] = GeneratedPrefixTemplate
 
+from openprompt.prompts import VERBALIZER_CLASS  # noqa: E402
+
+from .verbalizers import ClsHeadVerbalizer  # noqa: E402
+
+VERBALIZER_CLASS["cls_head"] = ClsHeadVerbalizer  # IDPG's [CLS] classification head
+
 __version__ = "0.1.0"
 __all__ = ["GeneratedPrefixTemplate", "InstanceWiseTemplate", "__version__"]

@@ -49,3 +49,23 @@ def test_too_wide_table(bert, tmp_path):
     save_table(path, torch.randn(model.config.vocab_size, 64), {})
     with pytest.raises(ValueError, match="wider than the PLM hidden size 32"):
         make(bert, strategy="pretrained", pretrained_path=path)
+
+
+@pytest.mark.parametrize("section, path, missing", [
+    ("encoder_path", "exports/lstm-roberta-large", "encoder_path 'exports/lstm-roberta-large' does not exist"),
+    ("pretrained_path", "exports/textcnn-roberta-large/embedding.safetensors", "pretrained table"),
+])
+def test_a_missing_roberta_large_export_names_the_pretraining_command(bert, section, path, missing):
+    """The Encoder / Pretrained IPT table rows point at exports/<encoder>-roberta-large (issue #24 item 3)."""
+    from openprompt_ipt import InstanceWiseTemplate
+
+    model, tok = bert
+    kwargs = dict(strategy="encoder", encoder="lstm") if section == "encoder_path" else dict(strategy="pretrained")
+    with pytest.raises(FileNotFoundError) as err:
+        InstanceWiseTemplate(model, tok, text='{"placeholder":"text_a"} {"mask"}', prompt_length=2,
+                             **{section: path}, **kwargs)
+    message = str(err.value)
+    assert missing in message and "\n" not in message
+    name = "lstm" if section == "encoder_path" else "textcnn"
+    assert (f"run the pretraining first: python experiments/pretrain_categories.py --config yamls/pretrain_{name}.yaml "
+            "--set plm.model_path=roberta-large") in message

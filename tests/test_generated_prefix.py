@@ -47,7 +47,7 @@ def closed_form(case, D, L, V, T=5):
         "prefix-reparam": T * D + (D * 8 + 8) + (8 * 2 * L * D + 2 * L * D),
         "prefix-input": T * D,
         "ipt_random-kv": 2 * L * T * D + (V + 1) * D + proj(2 * L),
-        "ipt_random-faithful": 2 * L * T * D + (V + 1) * D,
+        "ipt_random-faithful": 2 * L * T * D + (V + 1) * 2 * D,                  # plain prefix + vocab x 2H k/v table
         "ipt_random-hidden": L * T * D + (V + 1) * D + proj(L),
         "ipt_encoder-kv-lstm": 2 * L * T * D + _lstm(D, 8) + (16 * 8 + 8) + (8 * 8 + 8) + (8 * D + D) + proj(2 * L),
         "ipt_encoder-hidden-mlp": L * T * D + (D * 8 + 8) + (8 * 8 + 8) + (8 * D + D) + proj(L),

@@ -152,3 +152,49 @@ def test_trainer_clips_the_sparse_table_gradient_with_the_rest(bert, monkeypatch
     cfg = TrainConfig(epochs=1, max_grad_norm=1e-4, warmup_ratio=0.0, show_progress=False, device="cpu")
     Trainer(pm, cfg).fit(loader, loader)
     assert len(seen) == 2 and all(0 < n <= 1e-4 * (1 + 1e-4) for n in seen)
+
+
+def test_warmup_is_a_fraction_of_the_run_and_a_too_long_warmup_warns(bert, tmp_path):
+    from openprompt_ipt.training.optim import resolve_warmup
+
+    assert resolve_warmup(0, 0.25, 40) == 10          # a fraction of the run's optimizer steps
+    assert resolve_warmup(3, 0.25, 40) == 3           # explicit steps win
+    with pytest.raises(ValueError, match="train.warmup_ratio must be in"):
+        resolve_warmup(0, 1.5, 40)
+    model, tok = bert
+    pm = build(model, tok)
+    from openprompt.plms.mlm import MLMTokenizerWrapper
+
+    feats = encode_examples(examples(8), pm.template, MLMTokenizerWrapper(max_seq_length=64, tokenizer=tok))
+    loader = make_loader(feats, 4, tok.pad_token_id)
+    # IPT A.3's 2000 warmup steps on a 4-step run: the peak rate is never reached -> the trainer says so
+    cfg = TrainConfig(epochs=2, lr_prompt=1e-2, lr_head=1e-2, warmup_steps=2000, show_progress=False, device="cpu")
+    with pytest.warns(UserWarning, match=r"warmup \(2000 optimizer steps\) >= the whole run \(4 steps\)"):
+        Trainer(pm, cfg, output_dir=str(tmp_path / "run")).fit(loader, loader)
+    with open(tmp_path / "run" / "log.csv") as f:
+        rates = [float(r["value"]) for r in csv.DictReader(f) if r["name"] == "train/lr"]
+    assert max(rates) < 1e-4  # what the warning is about
+
+
+def test_a_null_head_rate_is_the_prompt_rate(bert, tmp_path, monkeypatch):
+    """IDPG trains prompt generator and [CLS] head with fairseq's one learning rate: lr_head: null."""
+    import openprompt_ipt.training.trainer as trainer_module
+
+    seen = {}
+    real = trainer_module.build_optimizers
+
+    def spy(model, lr_prompt, lr_head, *args):
+        seen["rates"] = (lr_prompt, lr_head)
+        return real(model, lr_prompt, lr_head, *args)
+
+    monkeypatch.setattr(trainer_module, "build_optimizers", spy)
+    model, tok = bert
+    pm = build(model, tok)
+    from openprompt.plms.mlm import MLMTokenizerWrapper
+
+    feats = encode_examples(examples(4), pm.template, MLMTokenizerWrapper(max_seq_length=64, tokenizer=tok))
+    loader = make_loader(feats, 4, tok.pad_token_id)
+    Trainer(pm, TrainConfig(epochs=1, lr_prompt=5e-3, lr_head=None, show_progress=False, device="cpu")).fit(loader, loader)
+    assert seen["rates"] == (5e-3, 5e-3)
+    cfg = load_config(write(tmp_path, "train:\n  lr_head: null\n"))
+    assert cfg["train"]["lr_head"] is None

@@ -39,10 +39,26 @@ def test_one_yaml_per_row_and_task(folder):
     assert len(rows) == methods  # the same rows for every task
 
 
+MAKE_TABLES = os.path.join(ROOT, "experiments", "make_tables.py")
+
+
 def test_generated_files_are_up_to_date():
-    proc = subprocess.run([sys.executable, os.path.join(ROOT, "yamls", "make_tables.py"), "--check"],
-                          capture_output=True, text=True)
+    proc = subprocess.run([sys.executable, MAKE_TABLES, "--check"], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_check_fails_in_one_line_on_an_edited_or_extra_yaml(tmp_path):
+    import shutil
+    for folder in TABLES:
+        shutil.copytree(os.path.join(ROOT, "yamls", folder), tmp_path / folder)
+    edited = tmp_path / "ipt_table2" / "cb_prompt_tuning.yaml"
+    edited.write_text(edited.read_text().replace("batch_size: 32", "batch_size: 8", 1))
+    (tmp_path / "idpg_table1" / "cb_extra_row.yaml").write_text("seed: 1\n")
+    proc = subprocess.run([sys.executable, MAKE_TABLES, "--check", "--yamls", str(tmp_path)],
+                          capture_output=True, text=True)
+    assert proc.returncode == 1
+    assert proc.stdout.count("\n") == 1 and "1 table YAMLs differ" in proc.stdout and "1 are not written" in proc.stdout
+    assert "yamls/ipt_table2/cb_prompt_tuning.yaml" in proc.stdout
 
 
 @pytest.fixture(scope="module")
@@ -80,9 +96,13 @@ def offline_overrides(path, assets):
     section = cfg.get(cfg["template"]) or {}
     if section.get("pretrained_path"):
         sets.append(f"instance_wise.pretrained_path={assets['table']}")
+    if section.get("encoder_path"):
+        sets.append("instance_wise.encoder_path=null")
     ipt = section.get("ipt") or {}
     if ipt.get("pretrained_path"):
         sets.append(f"generated_prefix.ipt.pretrained_path={assets['table']}")
+    if ipt.get("encoder_path"):
+        sets.append("generated_prefix.ipt.encoder_path=null")
     if (section.get("idpg") or {}).get("encoder") == "glove":
         sets.append(f"generated_prefix.idpg.glove_path={assets['glove']}")
     return sets
@@ -104,23 +124,93 @@ def test_every_paper_yaml_names_roberta_large_and_fits_its_task():
 
 def test_every_paper_yaml_builds_on_a_small_local_backbone(offline_assets):
     """Done-criterion of the tables issue: every YAML runs with a local small backbone override (the
-    model builds: template, generator, verbalizer, PLM; training itself is covered elsewhere)."""
+    model builds: template, generator, verbalizer, PLM; training itself is covered elsewhere), and the
+    template itself trains (a head alone would satisfy 'something trains')."""
     built = 0
     for path in ALL:
         cfg = load_config(path, offline_overrides(path, offline_assets))
         task = get_task(cfg["dataset"]["name"])
         model, tokenizer, _ = build_model(cfg, [], len(task.labels), task.labels)
-        trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
-        assert trainable > 0, path
+        template_n = sum(p.numel() for n, p in model.template.named_parameters()
+                         if p.requires_grad and "raw_embedding" not in n)
+        if cfg["template"] == "mixed_template":  # fine-tuning rows: the hard template, the whole PLM trains
+            assert all(p.requires_grad for p in model.plm.parameters()), path  # (MixedTemplate's unused 1-row soft table aside)
+        else:
+            assert template_n > 0, path
+            assert not any(p.requires_grad for p in model.plm.parameters()), path
         built += 1
     assert built == len(ALL)
 
 
+def load_table(folder):
+    return {os.path.basename(p)[:-5]: load_config(p) for p in table_files(folder)}
+
+
+IPT_TABLES = ("ipt_table2", "ipt_table3", "ipt_table5")
+
+
+def test_ipt_rows_use_the_authors_released_config():
+    """IPT-Prompttuning/IPT experiments/rte_roberta_large_cased_prompttuning.yaml: soft_template lr 0.03,
+    PLM lr 1e-5 (frozen), batch 32, accumulation 2, 100 epochs, max length 384, manual_verbalizer,
+    freeze_para without plm_eval_mode (dropout on); the prefix path of soft_template.py."""
+    for folder in IPT_TABLES:
+        for name, cfg in load_table(folder).items():
+            t, plm = cfg["train"], cfg["plm"]
+            assert cfg["verbalizer"] == "manual_verbalizer", (folder, name)
+            assert t["batch_size"] == 32 and t["gradient_accumulation_steps"] == 2 and t["max_grad_norm"] == 1.0
+            assert plm["max_seq_length"] == 384 and t["weight_decay"] == 0.0
+            assert t["warmup_steps"] == 0 and 0 < t["warmup_ratio"] < 0.5  # a fraction, never the whole run
+            if name.endswith("finetune"):
+                assert plm["freeze"] is False and t["lr_plm"] == 1e-5
+                continue
+            assert plm["freeze"] is True and plm["frozen_dropout"] is True
+            if folder != "ipt_table3":
+                assert t["lr_prompt"] == 0.03 and t["epochs"] == 100, (folder, name)
+            else:
+                assert 0.03 in cfg["sweep"]["train.lr_prompt"]
+            section = cfg[cfg["template"]]
+            if "_ipt" in name and cfg["template"] == "generated_prefix":  # Prefix + IPT: faithful, no MLP
+                assert section["ipt"]["faithful"] is True and "reparameterize" not in section["ipt"]
+                assert section["ipt"]["token_source"] == "input_prefix"
+            elif name.endswith("prefix_tuning"):
+                assert section["prefix"]["reparameterize"] is False and section["injection"] == "kv"
+
+
+def test_encoder_ipt_rows_start_from_the_roberta_large_export():
+    for folder in IPT_TABLES:
+        for name, cfg in load_table(folder).items():
+            if "encoder_ipt" not in name:
+                continue
+            section = cfg[cfg["template"]]
+            section = section.get("ipt", section)
+            kind = section["encoder"]
+            assert section["encoder_path"] == f"exports/{kind}-roberta-large", name
+            assert section["pretrained_path"] == f"exports/{kind}-roberta-large/embedding.safetensors", name
+
+
+def test_idpg_rows_use_the_authors_scripts():
+    """CSerxy/IDPG scripts/multi-suffix-<task>_finetune-phm-p-layerb.sh: [CLS] head (sentence_prediction),
+    one --lr for generator and head, fixed schedule, no clipping, Adam (0.9, 0.98) eps 1e-6, wd 0.1,
+    50 epochs, dropout 0.1 in the frozen encoder; P-tuning v2 = d-wide hidden prompts per layer."""
+    for name, cfg in load_table("idpg_table1").items():
+        t = cfg["train"]
+        assert cfg["verbalizer"] == "cls_head" and cfg["cls_head"]["dropout"] == 0.0, name
+        assert t["adam_betas"] == [0.9, 0.98] and t["adam_eps"] == 1e-6 and t["weight_decay"] == 0.1
+        if name.endswith("finetune"):
+            assert cfg["plm"]["freeze"] is False
+            continue
+        assert cfg["plm"]["frozen_dropout"] is True
+        assert t["epochs"] == 50 and t["scheduler"] == "constant" and t["warmup_ratio"] == 0.0
+        assert t["lr_head"] is None and t["max_grad_norm"] == 0.0
+        assert cfg["sweep"]["train.lr_prompt"] == [5e-3, 1e-3, 5e-4, 1e-4]
+        if name.endswith("ptuning_v2"):
+            assert cfg["generated_prefix"]["injection"] == "hidden"
+            assert cfg["generated_prefix"]["prefix"]["reparameterize"] is False
+
+
 def test_table_specific_settings():
-    t2 = {os.path.basename(p)[:-5]: load_config(p) for p in table_files("ipt_table2")}
-    assert t2["cb_prompt_tuning"]["train"]["lr_prompt"] == 1e-5  # IPT A.3
-    assert t2["cb_prompt_tuning"]["train"]["gradient_accumulation_steps"] == 2
-    assert t2["cb_prompt_tuning"]["train"]["warmup_steps"] == 2000
+    t2 = load_table("ipt_table2")
+    assert t2["cb_prompt_tuning"]["instance_wise"]["task_prompt_length"] == 100
     assert t2["cb_finetune"]["plm"]["freeze"] is False
     assert t2["rte_prefix_tuning_encoder_ipt_rnn"]["generated_prefix"]["ipt"]["encoder"] == "lstm"
     t3 = load_config(os.path.join(ROOT, "yamls", "ipt_table3", "cb_prefix_tuning_random_ipt.yaml"))
@@ -131,5 +221,26 @@ def test_table_specific_settings():
     assert hard["generated_prefix"]["text"].startswith("Culture and the Arts.")
     pt134 = load_config(os.path.join(ROOT, "yamls", "idpg_table1", "mr_prompt_tuning_134.yaml"))
     assert pt134["instance_wise"]["task_prompt_length"] == 134
-    idpg = load_config(os.path.join(ROOT, "yamls", "idpg_table1", "sst2_m_idpg_phm.yaml"))
-    assert idpg["sweep"]["train.lr_prompt"] == [5e-3, 1e-3, 5e-4, 1e-4]
+
+
+def test_param_counts_and_table_yamls_agree_on_what_each_idpg_row_is():
+    """benchmarks/param_counts.py counts the configuration yamls/idpg_table1/ runs (issue #24 item 9)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("param_counts", os.path.join(ROOT, "benchmarks", "param_counts.py"))
+    counts = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(counts)
+    rows = {name: kwargs for name, _, _, kwargs in counts.PAPER_ROWS}
+    files = {"P-tuning v2": "ptuning_v2", "S-IDPG-PHM": "s_idpg_phm", "S-IDPG-DNN": "s_idpg_dnn",
+             "M-IDPG-PHM": "m_idpg_phm", "M-IDPG-DNN": "m_idpg_dnn", "M-IDPG-PHM-GloVe": "m_idpg_phm_glove"}
+    for row, suffix in files.items():
+        section = load_config(os.path.join(ROOT, "yamls", "idpg_table1", f"rte_{suffix}.yaml"))["generated_prefix"]
+        kwargs = rows[row]
+        assert section["generator"] == kwargs["generator"] and section["prompt_length"] == counts.T, row
+        default = "input" if kwargs.get("idpg", {}).get("depth") == "single" else "hidden"
+        assert section["injection"] == kwargs.get("injection", default), row
+        sub = "prefix" if kwargs["generator"] == "prefix" else "idpg"
+        for key, value in kwargs.get(sub, {}).items():
+            assert section[sub][key] == value, (row, key)
+    cls = [c for n, _, c, _ in counts.PAPER_ROWS if n == "P-tuning v2"][0]
+    assert "injection=hidden" in counts.configuration(cls, rows["P-tuning v2"])  # the printed label says it

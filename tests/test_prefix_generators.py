@@ -50,10 +50,36 @@ def test_s_idpg_phm_shares_one_a_set(bert):
 
 
 def test_ipt_faithful_count_is_task_prefix_plus_table(bert):
+    """The authors' code: nn.Embedding(T, 2*H*L) prefix + a vocab x 2H instance table (+ our pad row)."""
     model, tok = bert
     vocab = model.config.vocab_size
     n = count(model, tok, generator="ipt_random", ipt={"faithful": True})
-    assert n == 2 * L * T * D + (vocab + 1) * D
+    assert n == 2 * L * T * D + (vocab + 1) * 2 * D
+
+
+def test_ipt_faithful_adds_the_split_table_row_to_layer0_key_and_value_only(bert):
+    """IPT-Prompttuning/IPT soft_template.py: past_key_values (B, n, L, 2H)[:, :, 0] += 0.05 * table[first n ids];
+    the 2H row's first H is layer 0's key, the last H its value; no MLP reparameterisation."""
+    model, tok = bert
+    pm = build_prefix(model, tok, prompt_length=T, generator="ipt_random",
+                      ipt={"faithful": True, "token_source": "input_prefix"})
+    gen = pm.template.generator
+    assert gen.task.prompts is not None and not hasattr(gen.task, "mlp")       # plain prefix table
+    table = gen.instance.table.embedding.weight
+    assert table.shape == (model.config.vocab_size + 1, 2 * D) and table.abs().max() <= 0.5  # U(-0.5, 0.5)
+    assert 0.5 < gen.task.prompts.std().item() < 1.5                            # nn.Embedding's N(0, 1)
+    batch = batch_for(pm, tok, examples(3))
+    ids = batch["input_ids"][:, :T]
+    from openprompt_ipt.generators.layered import InstanceInputs
+    state = gen.begin(InstanceInputs(batch["input_ids"], batch["attention_mask"], batch["attention_mask"].bool()))
+    rows = table[ids]
+    task = gen.task.prompts
+    assert torch.allclose(gen.slot(state, 0), task[0] + 0.05 * rows[..., :D])   # layer 0 key
+    assert torch.allclose(gen.slot(state, 1), task[1] + 0.05 * rows[..., D:])   # layer 0 value
+    for s in range(2, 2 * L):                                                   # later layers: task prefix only
+        assert torch.allclose(gen.slot(state, s), task[s].expand(3, -1, -1))
+    with pytest.raises(ValueError, match="set ipt.reparameterize: false"):
+        build_prefix(model, tok, prompt_length=T, generator="ipt_random", ipt={"faithful": True, "reparameterize": True})
 
 
 def test_phm_weight_is_a_sum_of_kronecker_products():

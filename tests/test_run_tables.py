@@ -1,4 +1,4 @@
-"""yamls/run_tables.py: the smoke overrides every table YAML gets load, and name nothing roberta-large only."""
+"""experiments/run_tables.py: the smoke overrides every table YAML gets load, and name nothing roberta-large only."""
 from __future__ import annotations
 
 import glob
@@ -10,7 +10,7 @@ import pytest
 from openprompt_ipt.runner.config import load_config
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
-spec = importlib.util.spec_from_file_location("run_tables", os.path.join(ROOT, "yamls", "run_tables.py"))
+spec = importlib.util.spec_from_file_location("run_tables", os.path.join(ROOT, "experiments", "run_tables.py"))
 run_tables = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(run_tables)
 YAMLS = sorted(p for t in run_tables.TABLES for p in glob.glob(os.path.join(ROOT, "yamls", t, "*.yaml")))

@@ -10,9 +10,23 @@ import os
 from torch import nn
 
 
+def pretraining_hint(path: str) -> str:
+    """How to make the export ``path`` names: exports/<name>-<backbone>[/embedding.safetensors] comes from
+    the category pretraining with yamls/pretrain_<name>.yaml on that backbone."""
+    folder = os.path.basename(os.path.dirname(path) if path.endswith(".safetensors") else os.path.normpath(path))
+    name, _, backbone = folder.partition("-")
+    if backbone and name in ("textcnn", "lstm", "mlp"):  # the shipped yamls/pretrain_<name>.yaml
+        return (f"run the pretraining first: python experiments/pretrain_categories.py --config yamls/pretrain_{name}.yaml "
+                f"--set plm.model_path={backbone}")
+    return "run the pretraining first: python experiments/pretrain_categories.py --config yamls/pretrain_<encoder>.yaml"
+
+
 def load_encoder_body(encoder: nn.Module, path: str) -> dict:
     from safetensors.torch import load_file
 
+    if not os.path.isdir(path):
+        raise FileNotFoundError(f"encoder_path '{path}' does not exist: {pretraining_hint(path)} "
+                                "(or set encoder_path: null for a fresh encoder)")
     weights, config = os.path.join(path, "classifier.safetensors"), os.path.join(path, "classifier.json")
     for f in (weights, config):
         if not os.path.isfile(f):

@@ -3,9 +3,13 @@
 * default (``faithful: false``): the prefix is ``[task prefix (task_length)][instance part
   (instance_length)]``; G(x) reaches every slot through a learned bottleneck projection
   ``d -> projection_hidden -> slots * d``.
-* ``faithful: true`` reproduces the authors' code: the prefix is the task prefix alone, and
-  ``faithful_scale * G(x)`` (0.05) is added to layer 0's key and value (the input slot under
-  ``hidden``/``input``) only; ``instance_length`` must equal ``task_length``.
+* ``faithful: true`` reproduces the authors' code (IPT-Prompttuning/IPT, openprompt/prompts/
+  soft_template.py): the task prefix is a plain table (their ``nn.Embedding(n, 2*H*L)``, no MLP
+  reparameterisation, N(0, 1) init) and ``faithful_scale * G(x)`` (0.05) is added to layer 0's key and
+  value only; under ``kv`` the random strategy's table is vocab x 2H (U(-0.5, 0.5) init, their
+  ``random_range``), its first H columns go to the key and the last H to the value. Pretrained /
+  encoder strategies give an H-wide G(x) (our exports), added to both. ``instance_length`` must
+  equal ``task_length``; under ``hidden``/``input`` G(x) goes to the input slot.
 """
 from __future__ import annotations
 
@@ -56,10 +60,18 @@ class IPTPrefixGenerator(LayerPromptGenerator):
         if config.faithful and self.instance_length != self.task_length:
             raise ValueError(f"ipt.faithful adds G(x) onto the task prefix, so instance_length ({self.instance_length}) "
                              f"must equal task_length ({self.task_length})")
+        if config.faithful and config.reparameterize:
+            raise ValueError("ipt.faithful is the authors' plain prefix table (no MLP): set ipt.reparameterize: false, "
+                             "or faithful: false for the reparameterised prefix")
         std = config.init_std if config.init_std is not None else ctx.init_std
+        # the authors' inits unless init_std is given: nn.Embedding's N(0, 1) prefix, a U(-0.5, 0.5) table
+        task_std = 1.0 if config.faithful and config.init_std is None else config.init_std
         self.task = TaskPrefix(ctx.slots, self.task_length, d,
-                               PrefixConfig(config.reparameterize, config.reparam_hidden, config.init_std), ctx.init_std)
-        common = dict(vocab_size=ctx.vocab_size, hidden_size=d, prompt_length=self.instance_length,
+                               PrefixConfig(config.reparameterize, config.reparam_hidden, task_std), ctx.init_std)
+        # faithful + kv: one 2H row per token, split into layer 0's key (first H) and value (last H)
+        self.split_kv = config.faithful and ctx.injection == "kv" and self.strategy == "random"
+        common = dict(vocab_size=ctx.vocab_size, hidden_size=2 * d if self.split_kv else d,
+                      prompt_length=self.instance_length,
                       token_source=config.token_source, pad_token_id=ctx.tokenizer.pad_token_id or 0)
         if self.strategy == "encoder":
             self.instance = EncoderIPT(**common, plm_embedding=ctx.word_embeddings, pretrained_path=config.pretrained_path,
@@ -76,6 +88,8 @@ class IPTPrefixGenerator(LayerPromptGenerator):
         else:
             self.instance = RandomIPT(table_dim=config.table_dim, vocab_rows=config.vocab_rows, init_std=std,
                                       sparse=config.sparse, **common)
+            if config.faithful and config.init_std is None:
+                nn.init.uniform_(self.instance.table.embedding.weight, -0.5, 0.5)
         if config.faithful:
             self.projection = None
         else:
@@ -99,7 +113,11 @@ class IPTPrefixGenerator(LayerPromptGenerator):
         if self.projection is not None:
             return torch.cat([task, state["per_slot"][:, :, s]], dim=1)
         if s < (2 if self.ctx.injection == "kv" else 1):  # layer 0's key and value / the input slot
-            return task + self.config.faithful_scale * state["g"]
+            g = state["g"]
+            if self.split_kv:
+                d = self.ctx.hidden_size
+                g = g[..., :d] if s == 0 else g[..., d:]
+            return task + self.config.faithful_scale * g
         return task
 
 

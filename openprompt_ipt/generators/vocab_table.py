@@ -94,9 +94,9 @@ def load_table(path: str, vocab_size: int, hidden_size: int, tokenizer_vocab: Op
     from safetensors import safe_open
 
     if not os.path.isfile(path):
-        raise FileNotFoundError(
-            f"pretrained table '{path}' not found: run experiments/pretrain_categories.py to export one, "
-            "or set pretrained_path to an existing .safetensors file")
+        from .encoder_io import pretraining_hint
+        raise FileNotFoundError(f"pretrained table '{path}' not found: {pretraining_hint(path)} "
+                                "(or set pretrained_path to an existing .safetensors file)")
     with safe_open(path, framework="pt") as f:
         if TABLE_TENSOR not in f.keys():
             raise ValueError(f"'{path}' holds no '{TABLE_TENSOR}' tensor: not a table exported by openprompt_ipt")

@@ -18,7 +18,7 @@ DEFAULTS: Dict = {
     "output_dir": None,
     "dataset": {"name": "cb", "path": None, "hub_name": None, "train_from": None, "dev_from_train": 0.2,
                 "test_from_train": None, "max_train": None, "max_eval": None},
-    "plm": {"model_path": "minilm", "freeze": True, "max_seq_length": 256},
+    "plm": {"model_path": "minilm", "freeze": True, "max_seq_length": 256, "frozen_dropout": False},
     "template": "instance_wise",
     "verbalizer": "soft_verbalizer",
     "train": {"epochs": 10, "batch_size": 16, "lr_prompt": 3e-3, "lr_head": 1e-3, "lr_plm": 1e-5,

@@ -181,11 +181,13 @@ def build_model(cfg: Dict, train_examples, num_classes: int, labels: Sequence[st
     verbalizer = load_verbalizer(node, model=model, tokenizer=tokenizer)
     from openprompt.prompts import SoftVerbalizer
 
-    if isinstance(verbalizer, SoftVerbalizer):  # it copied the head it needs and reads hidden states only
-        from .plm import skip_mlm_head
+    if isinstance(verbalizer, SoftVerbalizer) or getattr(verbalizer, "reads_hidden_states", False):
+        from .plm import skip_mlm_head  # the head reads hidden states only (SoftVerbalizer copied what it needs)
         skip_mlm_head(model)
     freeze = bool(cfg["plm"]["freeze"])
-    prompt_model = PromptForClassification(model, template, verbalizer, freeze_plm=freeze, plm_eval_mode=freeze)
+    # plm_eval_mode turns the frozen PLM's dropout off; plm.frozen_dropout keeps it on (the authors' runs)
+    eval_mode = freeze and not cfg["plm"].get("frozen_dropout", False)
+    prompt_model = PromptForClassification(model, template, verbalizer, freeze_plm=freeze, plm_eval_mode=eval_mode)
     return prompt_model, tokenizer, wrapper_class
 
 

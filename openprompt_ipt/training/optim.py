@@ -7,6 +7,7 @@ touches, not the vocabulary. Everything dense shares one AdamW with per-group le
 from __future__ import annotations
 
 import math
+import warnings
 from typing import List, Tuple
 
 import torch
@@ -113,6 +114,21 @@ def linear_warmup(optimizers, warmup_steps: int, total_steps: int,
         return max(0.0, (total_steps - step) / max(1, total_steps - warmup_steps))
 
     return [torch.optim.lr_scheduler.LambdaLR(opt, factor) for opt in optimizers]
+
+
+def resolve_warmup(warmup_steps: int, warmup_ratio: float, total_steps: int) -> int:
+    """Warmup optimizer steps: ``warmup_steps`` when > 0, else ``warmup_ratio`` of the run. Warns when
+    warmup covers the whole run: the peak rate is then never reached (IPT's 2000 steps on CB's ~200)."""
+    if not 0.0 <= float(warmup_ratio) < 1.0:
+        raise ValueError(f"train.warmup_ratio must be in [0, 1) (got {warmup_ratio!r}): the fraction of the run spent warming up")
+    if int(warmup_steps) < 0:
+        raise ValueError(f"train.warmup_steps must be >= 0 (got {warmup_steps!r}); 0 uses train.warmup_ratio")
+    warmup = int(warmup_steps) or int(float(warmup_ratio) * total_steps)
+    if total_steps > 0 and warmup >= total_steps:
+        warnings.warn(f"warmup ({warmup} optimizer steps) >= the whole run ({total_steps} steps): the learning rate never "
+                      f"reaches its peak; use train.warmup_ratio (a fraction of the run) with train.warmup_steps: 0",
+                      stacklevel=2)
+    return warmup
 
 
 def split_counts(model) -> Tuple[int, int, int]:

@@ -25,7 +25,7 @@ from .checkpoint import Progress, checkpoint_root, latest_checkpoint, load_check
 from .distributed import Runtime, mark_sparse
 from .logs import RunLogger
 from .metrics import METRICS, answer_metrics, classification_metrics
-from .optim import build_optimizers, check_optimizer_settings, clip_grad_norm, linear_warmup, split_counts
+from .optim import build_optimizers, check_optimizer_settings, clip_grad_norm, linear_warmup, resolve_warmup, split_counts
 from .row_sparse_adam import RowSparseAdam
 
 FROZEN_PREFIXES = ("prompt_model.plm.", "prompt_model.template.raw_embedding.")
@@ -35,7 +35,7 @@ FROZEN_PREFIXES = ("prompt_model.plm.", "prompt_model.template.raw_embedding.")
 class TrainConfig:
     epochs: int = 10
     lr_prompt: float = 3e-3
-    lr_head: float = 1e-3
+    lr_head: Optional[float] = 1e-3   # None: the prompt's rate
     lr_plm: float = 1e-5
     weight_decay: float = 0.0
     adam_betas: Tuple[float, float] = (0.9, 0.999)
@@ -139,12 +139,13 @@ class Trainer:
         if cfg.metric not in METRICS:
             raise ValueError(f"unknown metric '{cfg.metric}': choose one of {list(METRICS)}")
         check_optimizer_settings(cfg.adam_betas, cfg.adam_eps, cfg.weight_decay, cfg.scheduler)
-        optimizers = build_optimizers(self.model, cfg.lr_prompt, cfg.lr_head, cfg.lr_plm, cfg.weight_decay,
+        lr_head = cfg.lr_prompt if cfg.lr_head is None else cfg.lr_head  # null: one rate, as fairseq (IDPG)
+        optimizers = build_optimizers(self.model, cfg.lr_prompt, lr_head, cfg.lr_plm, cfg.weight_decay,
                                       cfg.adam_betas, cfg.adam_eps)
         accum = cfg.gradient_accumulation_steps
         steps_per_epoch = math.ceil(len(train_loader) / accum)
         total = steps_per_epoch * cfg.epochs
-        warmup = cfg.warmup_steps or int(cfg.warmup_ratio * total)
+        warmup = resolve_warmup(cfg.warmup_steps, cfg.warmup_ratio, total)
         schedulers = linear_warmup(optimizers, warmup, total, cfg.scheduler)
         params = [p for opt in optimizers for g in opt.param_groups for p in g["params"]]
         mark_sparse([p for opt in optimizers if isinstance(opt, RowSparseAdam) for g in opt.param_groups for p in g["params"]])

@@ -1,0 +1,4 @@
+"""Heads that OpenPrompt's ``load_verbalizer`` finds by name (registered in ``VERBALIZER_CLASS`` on import)."""
+from .cls_head import ClsHeadVerbalizer
+
+__all__ = ["ClsHeadVerbalizer"]
