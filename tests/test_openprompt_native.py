@@ -229,6 +229,23 @@ def test_registration_is_idempotent_and_keeps_the_flags():
     assert InputFeatures(input_ids=[5]).to_dict() == {"input_ids": [5]}  # unset flags stay invisible
 
 
+def test_prompt_data_loader_keeps_our_flag_without_warning(bert, caplog):
+    """OpenPrompt warns about every keyword outside InputFeatures' signature; ours are registered."""
+    from openprompt.plms.mlm import MLMTokenizerWrapper
+
+    from openprompt_ipt import InstanceWiseTemplate
+
+    model, tok = bert
+    template = InstanceWiseTemplate(model, tok, text=TEXT, strategy="random", prompt_length=2)
+    with caplog.at_level("WARNING"):
+        loader = PromptDataLoader(dataset=examples(2), template=template, tokenizer=tok,
+                                  tokenizer_wrapper_class=MLMTokenizerWrapper, max_seq_length=MAX_LEN)
+    assert not [r for r in caplog.records if "unexpected key words" in r.getMessage()]
+    flags = next(iter(loader))["instance_token_ids"]
+    assert isinstance(flags, torch.Tensor) and flags.shape == (1, MAX_LEN)
+    assert int((flags == 1).sum()) == len("the cat sat on the mat is it good".split())  # text_a + text_b tokens
+
+
 def test_readme_snippet_runs(bert):
     """The README's "Use it from your OpenPrompt code" loop, executed verbatim on a tiny BERT."""
     from openprompt.plms.mlm import MLMTokenizerWrapper
