@@ -227,7 +227,7 @@ def test_registration_is_idempotent_and_keeps_the_flags():
     for key in registry.BATCH_KEYS:
         assert InputFeatures.all_keys.count(key) == 1 and InputFeatures.tensorable_keys.count(key) == 1
     assert list(get_default_config().keys()).count("instance_wise") == 1
-    features = InputFeatures(input_ids=[5, 6], instance_token_ids=[0, 1]).to_tensor()
+    features = InputFeatures(input_ids=[5, 6], instance_token_ids=[0, 1]).to_tensor().to("cpu")  # .to moves it too
     assert torch.equal(features.to_dict()["instance_token_ids"], torch.tensor([0, 1]))
     assert InputFeatures(input_ids=[5]).to_dict() == {"input_ids": [5]}  # unset flags stay invisible
 
