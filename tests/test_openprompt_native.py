@@ -195,7 +195,10 @@ def test_openprompt_paths_match_our_runner(backbones, backbone, variant, verbali
         trained = ours(next(iter(make_loader(encode_examples(exs, ours.template, wrapper), len(exs),
                                               tokenizer.pad_token_id))))
         c_batch = next(iter(tutorial_loader(exs, template, op_tokenizer, op_wrapper)))
+        seen_c = content_words(template, op_tokenizer)
         assert torch.allclose(from_config(c_batch), trained, atol=1e-5), "path c (get_config_from_file) differs"
+    if template.generator is not None:
+        assert seen_c == [own_words(exs)], "path c: the generator read template words / special tokens"
 
 
 @pytest.mark.parametrize("template_name,section", [
