@@ -252,6 +252,18 @@ def test_prompt_data_loader_keeps_our_flag_without_warning(bert, caplog):
     assert int((flags == 1).sum()) == len("the cat sat on the mat is it good".split())  # text_a + text_b tokens
 
 
+def test_a_batch_without_the_flag_warns(bert):
+    """A hand-built batch without the content flag used to fall back to the attention mask silently."""
+    from openprompt_ipt import InstanceWiseTemplate
+    from openprompt_ipt.batch import MissingContentFlagWarning
+
+    model, tok = bert
+    template = InstanceWiseTemplate(model, tok, text=TEXT, strategy="random", prompt_length=2)
+    enc = tok(["the cat sat"], return_tensors="pt")
+    with pytest.warns(MissingContentFlagWarning, match="instance_token_ids"):
+        template.prompt_vectors({"input_ids": enc["input_ids"], "attention_mask": enc["attention_mask"]})
+
+
 def test_readme_snippet_runs(bert):
     """The README's "Use it from your OpenPrompt code" loop, executed verbatim on a tiny BERT."""
     from openprompt.plms.mlm import MLMTokenizerWrapper

@@ -17,7 +17,7 @@ import torch
 from openprompt.prompts import MixedTemplate
 from torch import nn
 
-from ..batch import field
+from ..batch import content_mask
 from ..generators.strategies import STRATEGIES, TOKEN_SOURCES, EncoderIPT, PretrainedIPT
 from ..injection import max_positions, prepend, trim_outputs
 from .persistence import TrainedTemplateMixin
@@ -109,8 +109,7 @@ class InstanceWiseTemplate(TrainedTemplateMixin, MixedTemplate):
         if self.task_prompt is not None:
             parts.append(self.task_prompt.unsqueeze(0).expand(input_ids.size(0), -1, -1))
         if self.generator is not None:
-            flags = field(batch, "instance_token_ids")
-            content = flags == 1 if flags is not None else batch["attention_mask"].bool()
+            content = content_mask(batch, "instance_token_ids")
             parts.append(self.generator(input_ids, content, batch["attention_mask"]))
         return torch.cat(parts, dim=1)
 
