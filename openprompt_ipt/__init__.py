@@ -1,19 +1,19 @@
 """openprompt_ipt: instance-wise prompts (IPT, IDPG) for OpenPrompt.
 
 Importing the package applies the transformers compatibility shims OpenPrompt needs and registers
-our templates in OpenPrompt's own ``TEMPLATE_CLASS`` so ``load_template`` finds them by name.
+our templates with OpenPrompt (``openprompt_registry``): by name in ``TEMPLATE_CLASS`` so
+``load_template`` finds them, their default config sections, and the batch keys ``InputFeatures``
+must keep.
 """
 from . import _moved, compat
 
 compat.apply()
 _moved.install()  # old runner import paths (openprompt_ipt.config, ...) for one release
 
-from openprompt.prompts import TEMPLATE_CLASS  # noqa: E402  (after the shims)
-
+from . import openprompt_registry  # noqa: E402  (after the shims)
 from .templates import GeneratedPrefixTemplate, InstanceWiseTemplate  # noqa: E402
 
-TEMPLATE_CLASS["instance_wise"] = InstanceWiseTemplate
-TEMPLATE_CLASS["generated_prefix"] = GeneratedPrefixTemplate
+openprompt_registry.register()
 
 from openprompt.prompts import VERBALIZER_CLASS  # noqa: E402
 

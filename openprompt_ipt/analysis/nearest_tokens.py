@@ -17,6 +17,8 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 import torch
 
+from ..batch import field
+
 INPUT_SPACE_ERROR = ("nearest-token analysis needs prompts in the input embedding space "
                      "(template instance_wise, or generated_prefix with injection: input)")
 
@@ -81,10 +83,11 @@ def _prompt_source(template) -> str:
 def _content_ids(batch, tokenizer) -> List[List[int]]:
     """Per example, the ids of its own (placeholder) tokens: no template words, no special tokens."""
     ids, mask = batch["input_ids"], batch["attention_mask"].bool()
-    if "instance_token_ids" in batch:
-        mask = mask & (batch["instance_token_ids"] == 1)
-    elif "text_part_ids" in batch:
-        mask = mask & (batch["text_part_ids"] > 0)
+    flags, parts = field(batch, "instance_token_ids"), field(batch, "text_part_ids")
+    if flags is not None:
+        mask = mask & (flags == 1)
+    elif parts is not None:
+        mask = mask & (parts > 0)
     special = set(getattr(tokenizer, "all_special_ids", []) or [])
     return [[int(i) for i, m in zip(row.tolist(), keep.tolist()) if m and int(i) not in special]
             for row, keep in zip(ids.cpu(), mask.cpu())]

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import torch
 
+from ..batch import field
+
 # Families whose position ids start after padding_idx (so pad_token_id + 1 positions are unusable).
 _PADDING_OFFSET_FAMILIES = {"roberta", "xlm-roberta", "xlm-roberta-xl", "camembert", "roberta-prelayernorm"}
 
@@ -29,7 +31,7 @@ def prepend(batch, prompts: torch.Tensor, limit: int | None = None):
                          f"set max_seq_length <= {limit - n} or use fewer prompt tokens")
     batch["inputs_embeds"] = torch.cat([prompts.to(embeds.dtype), embeds], dim=1)
     for key in ("attention_mask", "token_type_ids"):
-        value = batch.get(key) if hasattr(batch, "get") else getattr(batch, key, None)
+        value = field(batch, key)
         if value is not None:
             fill = torch.ones if key == "attention_mask" else torch.zeros
             batch[key] = torch.cat([fill(value.size(0), n, dtype=value.dtype, device=value.device), value], dim=1)

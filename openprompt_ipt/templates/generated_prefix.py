@@ -21,6 +21,7 @@ from typing import Optional
 import torch
 from openprompt.prompts import MixedTemplate
 
+from ..batch import content_mask, field
 from ..generators.layered import INJECTIONS, GeneratorContext, InstanceInputs, make_config
 from ..generators.registry import GENERATORS
 from ..injection import (INSERT_POSITIONS, InjectionPlan, LayerPromptInjector, insert_index, max_positions,
@@ -96,9 +97,9 @@ class GeneratedPrefixTemplate(TrainedTemplateMixin, MixedTemplate):
 
     def process_batch(self, batch):
         input_ids, attention_mask = batch["input_ids"], batch["attention_mask"]
-        parts = batch["text_part_ids"] if "text_part_ids" in batch else None
+        parts = field(batch, "text_part_ids")
+        content = content_mask(batch, "text_part_ids")
         batch = super().process_batch(batch)  # hard + {"soft"} tokens -> inputs_embeds
-        content = parts > 0 if parts is not None else attention_mask.bool()
         state = self.generator.begin(InstanceInputs(input_ids, attention_mask, content, parts))
         provider = lambda s, previous=None: self.generator.slot(state, s, previous)  # noqa: E731
         uses_previous = self.generator.uses_previous
@@ -128,8 +129,8 @@ class GeneratedPrefixTemplate(TrainedTemplateMixin, MixedTemplate):
         if self.injection != "input":
             raise ValueError(f"injection '{self.injection}' puts its prompts into the layers, not the input embeddings: "
                              "only injection 'input' has input-space prompt vectors")
-        parts = batch["text_part_ids"] if "text_part_ids" in batch else None
-        content = parts > 0 if parts is not None else batch["attention_mask"].bool()
+        parts = field(batch, "text_part_ids")
+        content = content_mask(batch, "text_part_ids")
         state = self.generator.begin(InstanceInputs(batch["input_ids"], batch["attention_mask"], content, parts))
         return self.generator.slot(state, 0)
 

@@ -17,6 +17,7 @@ import torch
 from openprompt.prompts import MixedTemplate
 from torch import nn
 
+from ..batch import content_mask
 from ..generators.strategies import STRATEGIES, TOKEN_SOURCES, EncoderIPT, PretrainedIPT
 from ..injection import max_positions, prepend, trim_outputs
 from .persistence import TrainedTemplateMixin
@@ -108,7 +109,7 @@ class InstanceWiseTemplate(TrainedTemplateMixin, MixedTemplate):
         if self.task_prompt is not None:
             parts.append(self.task_prompt.unsqueeze(0).expand(input_ids.size(0), -1, -1))
         if self.generator is not None:
-            content = batch["instance_token_ids"] == 1 if "instance_token_ids" in batch else batch["attention_mask"].bool()
+            content = content_mask(batch, "instance_token_ids")
             parts.append(self.generator(input_ids, content, batch["attention_mask"]))
         return torch.cat(parts, dim=1)
 

@@ -1,0 +1,280 @@
+"""Our templates inside OpenPrompt's own pipeline (issue #21), on tiny BERT and RoBERTa:
+
+(a) ``PromptDataLoader`` (``InputFeatures`` batches padded to ``max_seq_length``) + ``PromptForClassification``
+    + a hand-written training step, as in OpenPrompt's tutorial 1.x;
+(b) the same batches after ``batch.to_dict()`` (what OpenPrompt's ``ClassificationRunner`` feeds the model);
+(c) ``load_plm`` / ``load_template`` / ``load_verbalizer`` from an OpenPrompt-schema YAML read by
+    ``openprompt.config.get_config_from_file``.
+Each gives the logits of our runner's own path (``build_model`` + ``encode_examples`` / ``make_loader``)
+for the same examples, weights and max_seq_length; the generator reads the example's own tokens; the
+frozen PLM gets no gradient. ManualVerbalizer (MLM head) and SoftVerbalizer, every template variant.
+"""
+import os
+import re
+
+import pytest
+import torch
+import torch.nn.functional as F
+import yaml
+from openprompt import PromptDataLoader, PromptForClassification
+from openprompt.config import get_config_from_file, get_user_config
+from openprompt.data_utils import InputFeatures
+from openprompt.plms import load_plm
+from openprompt.prompts import load_template, load_verbalizer
+
+from conftest import _bert, _roberta
+from helpers import examples
+from openprompt_ipt.data import encode_examples, make_loader
+from openprompt_ipt.generators import save_table
+from openprompt_ipt.runner.experiment import build_model
+
+MAX_LEN = 32
+# helpers.TEXT has a ':' the tiny BPE vocab lacks: 4.39's slow RobertaTokenizer (OpenPrompt's load_plm) makes it
+# <unk>, the fast one (our runner's AutoTokenizer) drops it; a text of in-vocabulary words tokenises alike
+TEXT = '{"placeholder":"text_a"} question {"placeholder":"text_b"} ? {"mask"} .'
+LABEL_WORDS = [["yes"], ["no"]]
+IDPG = dict(hidden=8, phm_n=4, cache=False)
+TABLE = "<table>"  # replaced by a pretrained table file written for the backbone
+
+VARIANTS = {  # name: (template, section); our runner and OpenPrompt read the same section
+    "prompt_tuning": ("instance_wise", dict(strategy="none", task_prompt_length=3)),
+    "ipt_random": ("instance_wise", dict(strategy="random", prompt_length=4, task_prompt_length=2)),
+    "ipt_pretrained": ("instance_wise", dict(strategy="pretrained", prompt_length=4, pretrained_path=TABLE)),
+    "ipt_encoder": ("instance_wise", dict(strategy="encoder", prompt_length=3, encoder_hidden=8)),
+    "p_tuning_v2_kv": ("generated_prefix", dict(generator="prefix", prompt_length=3)),
+    "prefix_tuning_kv": ("generated_prefix", dict(generator="prefix", prompt_length=3,
+                                                  prefix=dict(reparameterize=True, reparam_hidden=8))),
+    "deep_pt_hidden": ("generated_prefix", dict(generator="prefix", prompt_length=3, injection="hidden")),
+    "prefix_ipt_random_kv": ("generated_prefix", dict(generator="ipt_random", prompt_length=3)),
+    "prefix_ipt_pretrained_kv": ("generated_prefix", dict(generator="ipt_pretrained", prompt_length=3,
+                                                          ipt=dict(pretrained_path=TABLE))),
+    "prefix_ipt_encoder_kv": ("generated_prefix", dict(generator="ipt_encoder", prompt_length=3,
+                                                       ipt=dict(encoder_hidden=8))),
+    "s_idpg_phm_input": ("generated_prefix", dict(generator="idpg", prompt_length=3, insert_position=1,
+                                                  idpg=dict(IDPG, depth="single"))),
+    "m_idpg_phm_hidden": ("generated_prefix", dict(generator="idpg", prompt_length=3, idpg=dict(IDPG, depth="multi"))),
+    "m_idpg_dnn_kv": ("generated_prefix", dict(generator="idpg", prompt_length=3, injection="kv",
+                                               idpg=dict(IDPG, layer="dnn", encoder="static_mean"))),
+}
+VERBALIZERS = ("manual_verbalizer", "soft_verbalizer")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """Tiny models gain nothing from intra-op threads, and on a shared CI box they thrash (10x slower)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def backbones(tmp_path_factory):
+    """Tiny BERT / RoBERTa saved as checkpoints (our runner and OpenPrompt's ``load_plm`` read the same
+    files), each with a pretrained prompt table for its vocabulary."""
+    root = tmp_path_factory.mktemp("native")
+    out = {}
+    for name, make in (("bert", _bert), ("roberta", _roberta)):
+        torch.manual_seed(0)
+        model, tok = make(str(root))
+        path = os.path.join(str(root), name)
+        model.save_pretrained(path)
+        tok.save_pretrained(path)
+        table = os.path.join(path, "table.safetensors")
+        save_table(table, torch.randn(len(tok), model.config.hidden_size), {"tokenizer": name})
+        out[name] = (path, table)
+    return out
+
+
+def resolve(section, table):
+    section = {k: (resolve(v, table) if isinstance(v, dict) else table if v == TABLE else v) for k, v in section.items()}
+    return section
+
+
+def runner_config(model_path, template, section, verbalizer):
+    return {"plm": {"model_path": model_path, "freeze": True, "max_seq_length": MAX_LEN}, "train": {},
+            "template": template, template: {"text": TEXT, **section},
+            "verbalizer": verbalizer, verbalizer: {"label_words": LABEL_WORDS}}
+
+
+def content_words(template, tokenizer):
+    """Records, per forward pass, the tokens the instance generator treats as the example's own."""
+    seen = []
+
+    def record(input_ids, content):
+        seen.append(["".join(tokenizer.convert_ids_to_tokens(row[mask].tolist())).replace("\u0120", "")
+                     for row, mask in zip(input_ids, content.bool())])
+
+    gen = template.generator
+    if gen is None:  # plain Prompt Tuning: no instance prompt
+        return seen
+    if hasattr(gen, "begin"):  # GeneratedPrefixTemplate: begin(InstanceInputs) per batch
+        begin = gen.begin
+        gen.begin = lambda inputs: (record(inputs.input_ids, inputs.content_mask), begin(inputs))[1]
+    else:  # InstanceWiseTemplate: generator(input_ids, content_mask, attention_mask)
+        gen.register_forward_pre_hook(lambda module, args: record(args[0], args[1]))
+    return seen
+
+
+def own_words(exs):  # the placeholders' text, spaces dropped (the tiny BPE splits some words)
+    return [f"{ex.text_a}{ex.text_b}".replace(" ", "") for ex in exs]
+
+
+def tutorial_loader(exs, template, tokenizer, wrapper_class):
+    return PromptDataLoader(dataset=exs, template=template, tokenizer=tokenizer, tokenizer_wrapper_class=wrapper_class,
+                            max_seq_length=MAX_LEN, batch_size=len(exs), shuffle=False, truncate_method="balanced")
+
+
+@pytest.mark.parametrize("verbalizer", VERBALIZERS)
+@pytest.mark.parametrize("variant", list(VARIANTS))
+@pytest.mark.parametrize("backbone", ["bert", "roberta"])
+def test_openprompt_paths_match_our_runner(backbones, backbone, variant, verbalizer, tmp_path):
+    model_path, table = backbones[backbone]
+    template_name, section = VARIANTS[variant]
+    section = resolve(section, table)
+    exs = examples(4)
+    torch.manual_seed(1)
+
+    # our runner's path: build_model, our features, batches padded to their own longest example
+    cfg = runner_config(model_path, template_name, section, verbalizer)
+    ours, tokenizer, wrapper_class = build_model(cfg, exs, 2, ["yes", "no"])
+    ours.eval()
+    wrapper = wrapper_class(max_seq_length=MAX_LEN, tokenizer=tokenizer, truncate_method="balanced")
+    ref_batch = next(iter(make_loader(encode_examples(exs, ours.template, wrapper), len(exs), tokenizer.pad_token_id)))
+    seen = content_words(ours.template, tokenizer)
+    with torch.no_grad():
+        reference = ours(ref_batch)
+
+    # (a) PromptDataLoader + PromptForClassification, as in OpenPrompt's tutorial
+    loader = tutorial_loader(exs, ours.template, tokenizer, wrapper_class)
+    prompt_model = PromptForClassification(plm=ours.plm, template=ours.template, verbalizer=ours.verbalizer,
+                                           freeze_plm=True, plm_eval_mode=True).eval()
+    batch = next(iter(loader))
+    assert isinstance(batch, InputFeatures) and batch["input_ids"].shape == (len(exs), MAX_LEN)
+    with torch.no_grad():
+        assert torch.allclose(prompt_model(batch), reference, atol=1e-5), "path a (InputFeatures) differs"
+        # (b) OpenPrompt's ClassificationRunner feeds batch.to_dict()
+        as_dict = next(iter(loader)).to_dict()
+        assert {"instance_token_ids", "text_part_ids"} & set(as_dict) == \
+            set(ours.template.registered_inputflag_names) & {"instance_token_ids", "text_part_ids"}
+        assert torch.allclose(prompt_model(as_dict), reference, atol=1e-5), "path b (to_dict) differs"
+    if ours.template.generator is not None:
+        assert seen == [own_words(exs)] * 3, "the generator read template words / special tokens"
+
+    # the tutorial's training step: only the prompt (and a SoftVerbalizer head) learn
+    prompt_model.train()
+    trainable = [p for p in prompt_model.parameters() if p.requires_grad]
+    optimizer = torch.optim.SGD(trainable, lr=0.1)
+    batch = next(iter(loader))
+    loss = F.cross_entropy(prompt_model(batch), batch["label"])
+    loss.backward()
+    assert all(p.grad is None for p in prompt_model.plm.parameters()), "the frozen PLM received gradients"
+    template_grads = [p.grad for n, p in ours.template.named_parameters() if p.requires_grad and p.grad is not None]
+    assert template_grads and any(g.coalesce().values().abs().sum() > 0 if g.is_sparse else g.abs().sum() > 0
+                                  for g in template_grads), "the template got no gradient"
+    optimizer.step()
+
+    # (c) an OpenPrompt-schema YAML read by OpenPrompt's own config reader and loaders
+    yaml_path = tmp_path / "openprompt.yaml"
+    yaml_path.write_text(yaml.safe_dump({
+        "plm": {"model_name": backbone, "model_path": model_path, "optimize": {"freeze_para": True}},
+        "dataloader": {"max_seq_length": MAX_LEN},
+        "template": template_name, template_name: {"text": TEXT, **section, "optimize": {"lr": 0.03}},
+        "verbalizer": verbalizer, verbalizer: {"label_words": LABEL_WORDS, "num_classes": 2}}))
+    config = get_config_from_file(str(yaml_path))
+    plm, op_tokenizer, _, op_wrapper = load_plm(config.plm.model_name, config.plm.model_path)
+    template = load_template(config, model=plm, tokenizer=op_tokenizer)
+    verbal = load_verbalizer(config, model=plm, tokenizer=op_tokenizer)
+    assert type(template) is type(ours.template) and template.init_config == ours.template.init_config
+    template.load_state_dict(ours.template.state_dict())  # step (a) trained ours: same weights from here
+    verbal.load_state_dict(ours.verbalizer.state_dict())
+    from_config = PromptForClassification(plm, template, verbal, freeze_plm=config.plm.optimize.freeze_para,
+                                          plm_eval_mode=True).eval()
+    ours.eval()
+    with torch.no_grad():
+        trained = ours(next(iter(make_loader(encode_examples(exs, ours.template, wrapper), len(exs),
+                                              tokenizer.pad_token_id))))
+        c_batch = next(iter(tutorial_loader(exs, template, op_tokenizer, op_wrapper)))
+        seen_c = content_words(template, op_tokenizer)
+        assert torch.allclose(from_config(c_batch), trained, atol=1e-5), "path c (get_config_from_file) differs"
+    if template.generator is not None:
+        assert seen_c == [own_words(exs)], "path c: the generator read template words / special tokens"
+
+
+@pytest.mark.parametrize("template_name,section", [
+    ("instance_wise", {"strategy": "random", "prompt_length": 4}),
+    ("generated_prefix", {"generator": "ipt_random", "ipt": {"table_dim": 8}})])
+def test_user_yaml_merges_onto_openprompt_defaults(bert, tmp_path, template_name, section):
+    """OpenPrompt's ``get_user_config`` merges a YAML onto ``get_default_config()``: our sections are
+    there, so a YAML writes only what it changes and the rest are the constructor's defaults."""
+    from openprompt_ipt import GeneratedPrefixTemplate, InstanceWiseTemplate
+
+    model, tok = bert
+    path = tmp_path / "user.yaml"
+    path.write_text(yaml.safe_dump({"template": template_name, template_name: {"text": TEXT, **section},
+                                    "verbalizer": "soft_verbalizer", "soft_verbalizer": {"num_classes": 2}}))
+    config = get_user_config(str(path))
+    template = load_template(config, model=model, tokenizer=tok)
+    cls = {"instance_wise": InstanceWiseTemplate, "generated_prefix": GeneratedPrefixTemplate}[template_name]
+    direct = cls(model, tok, text=TEXT, **section)
+    assert template.init_config == direct.init_config
+    assert config[template_name].optimize.lr > 0  # OpenPrompt's trainer reads <template>.optimize
+
+
+def test_registration_is_idempotent_and_keeps_the_flags():
+    import openprompt_ipt.openprompt_registry as registry
+    from openprompt.config import get_default_config
+
+    registry.register()
+    registry.register()
+    for key in registry.BATCH_KEYS:
+        assert InputFeatures.all_keys.count(key) == 1 and InputFeatures.tensorable_keys.count(key) == 1
+    assert list(get_default_config().keys()).count("instance_wise") == 1
+    features = InputFeatures(input_ids=[5, 6], instance_token_ids=[0, 1]).to_tensor().to("cpu")  # .to moves it too
+    assert torch.equal(features.to_dict()["instance_token_ids"], torch.tensor([0, 1]))
+    assert InputFeatures(input_ids=[5]).to_dict() == {"input_ids": [5]}  # unset flags stay invisible
+
+
+def test_prompt_data_loader_keeps_our_flag_without_warning(bert, caplog):
+    """OpenPrompt warns about every keyword outside InputFeatures' signature; ours are registered."""
+    from openprompt.plms.mlm import MLMTokenizerWrapper
+
+    from openprompt_ipt import InstanceWiseTemplate
+
+    model, tok = bert
+    template = InstanceWiseTemplate(model, tok, text=TEXT, strategy="random", prompt_length=2)
+    with caplog.at_level("WARNING"):
+        loader = PromptDataLoader(dataset=examples(2), template=template, tokenizer=tok,
+                                  tokenizer_wrapper_class=MLMTokenizerWrapper, max_seq_length=MAX_LEN)
+    assert not [r for r in caplog.records if "unexpected key words" in r.getMessage()]
+    flags = next(iter(loader))["instance_token_ids"]
+    assert isinstance(flags, torch.Tensor) and flags.shape == (1, MAX_LEN)
+    assert int((flags == 1).sum()) == len("the cat sat on the mat is it good".split())  # text_a + text_b tokens
+
+
+def test_a_batch_without_the_flag_warns(bert):
+    """A hand-built batch without the content flag used to fall back to the attention mask silently."""
+    from openprompt_ipt import InstanceWiseTemplate
+    from openprompt_ipt.batch import MissingContentFlagWarning
+
+    model, tok = bert
+    template = InstanceWiseTemplate(model, tok, text=TEXT, strategy="random", prompt_length=2)
+    enc = tok(["the cat sat"], return_tensors="pt")
+    with pytest.warns(MissingContentFlagWarning, match="instance_token_ids"):
+        template.prompt_vectors({"input_ids": enc["input_ids"], "attention_mask": enc["attention_mask"]})
+
+
+def test_readme_snippet_runs(bert):
+    """The README's "Use it from your OpenPrompt code" loop, executed verbatim on a tiny BERT."""
+    from openprompt.plms.mlm import MLMTokenizerWrapper
+
+    readme = open(os.path.join(os.path.dirname(__file__), os.pardir, "README.md")).read()
+    block = re.search(r"<!-- openprompt-native:start -->(.*?)<!-- openprompt-native:end -->", readme, re.S)
+    assert block, "README.md lost its openprompt-native markers"
+    code = "\n".join(re.findall(r"```python\n(.*?)```", block.group(1), re.S))
+    model, tok = bert
+    scope = {"plm": model, "tokenizer": tok, "WrapperClass": MLMTokenizerWrapper}
+    exec(compile(code, "README.md", "exec"), scope)
+    assert [type(t).__name__ for t in scope["templates"]] == ["InstanceWiseTemplate", "GeneratedPrefixTemplate"]
+    assert scope["predictions"].shape == (2,) and torch.isfinite(scope["loss"])
+    assert all(p.grad is None for p in model.parameters()), "the frozen PLM received gradients"
