@@ -78,6 +78,25 @@ YamlLoader.add_implicit_resolver(
     list("-+0123456789."))
 
 
+def find_config(name: str, search_dirs: Iterable[str] = ()) -> str:
+    """``name`` if it is a file; else the first ``<dir>/<name>`` (and ``<dir>/<name>.yaml``) in
+    ``search_dirs``, so the design card's ``--config cb_prefix_ipt.yaml`` finds ``yamls/cb_prefix_ipt.yaml``."""
+    import os
+
+    if os.path.isfile(name):
+        return name
+    tried = [name]
+    if not os.path.isabs(name):
+        for folder in search_dirs:
+            for candidate in (os.path.join(folder, name), os.path.join(folder, name + ".yaml")):
+                if candidate not in tried:
+                    tried.append(candidate)
+                if os.path.isfile(candidate):
+                    return candidate
+    raise FileNotFoundError(f"config file '{name}' not found (looked in: {', '.join(tried)}): "
+                            "give a path to a YAML, or a name under yamls/")
+
+
 def load_yaml(text_or_stream):
     return yaml.load(text_or_stream, Loader=YamlLoader)
 
