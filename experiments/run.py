@@ -91,7 +91,10 @@ def _main(argv=None, parser=None, run_for=None) -> int:
         if path != args.config:
             print(f"config: {path} (found for --config {args.config})")
         args.config = path
-        cfg = load_config(args.config, args.overrides)
+        notes = []
+        cfg = load_config(args.config, args.overrides, notes)
+        for note in notes:
+            print(f"note (OpenPrompt schema): {note}")
     except (KeyError, ValueError, FileNotFoundError) as e:
         print(f"error: {e.args[0] if isinstance(e, KeyError) and e.args else e}", file=sys.stderr)
         return 2
