@@ -361,7 +361,11 @@ def to_ours(raw: Dict, base_dir: str = ".", gpus: Optional[int] = None) -> Tuple
     log = _section(raw, "logging")
     if log.get("path_base"):
         out["output_dir"] = log["path_base"]
-    if _section(raw, "checkpoint").get("higher_better") is False:
+    ckpt = _section(raw, "checkpoint")
+    if ckpt.get("save_best") is False or ckpt.get("save_latest") is False or ckpt.get("save_lastest") is False:
+        notes.append("checkpoint.save_best/save_latest false: we still write best.safetensors and step checkpoints "
+                     "(train.checkpoint_every, keep_checkpoints)")
+    if ckpt.get("higher_better") is False:
         raise OpenPromptKeyError("checkpoint.higher_better: false is not supported (every metric we select on is "
                                  "higher-better)")
     # ---- our own keys written beside OpenPrompt's win
