@@ -328,3 +328,27 @@ def test_openprompt_yaml_runs_end_to_end_on_a_tiny_model(tmp_path, capsys):
     assert 0.0 <= metrics["test"]["accuracy"] <= 1.0 and len(metrics["history"]) == 2
     saved = json.load(open(out / "cb_openprompt" / "seed100" / "config.json"))
     assert saved["manual_verbalizer"]["label_words"] == [["yes"], ["no"], ["maybe"]] and saved["train"]["max_steps"] == 5
+
+
+def test_label_word_dict_follows_the_task_label_order(tmp_path):
+    import json
+
+    from openprompt_ipt.runner.config import load_config
+
+    path = _openprompt_cb(tmp_path, OPENPROMPT_CB.replace("num_gpus: 1", "num_gpus: 0")
+                          .replace("file_path: verbalizer.txt", "file_path: words.json"))
+    (tmp_path / "words.json").write_text(json.dumps({"neutral": ["maybe"], "entailment": ["yes", "true"],
+                                                     "contradiction": ["no"]}))
+    assert load_config(path)["manual_verbalizer"]["label_words"] == [["yes", "true"], ["no"], ["maybe"]]
+    (tmp_path / "words.json").write_text(json.dumps({"neutral": ["maybe"], "yes": ["yes"], "no": ["no"]}))
+    with pytest.raises(ValueError, match=r"names labels \['neutral', 'no', 'yes'\] but the task's are"):
+        load_config(path)
+
+
+def test_our_epochs_beside_openprompt_steps_wins(tmp_path):
+    from openprompt_ipt.runner.config import load_config
+
+    path = _openprompt_cb(tmp_path, OPENPROMPT_CB.replace("num_gpus: 1", "num_gpus: 0"))
+    cfg = load_config(path, ["train.epochs=2", "dataset.max_train=32"])
+    assert cfg["train"]["epochs"] == 2 and cfg["train"]["max_steps"] is None and cfg["dataset"]["max_train"] == 32
+    assert load_config(path, ["train.num_epochs=3"])["train"]["max_steps"] == 30000  # OpenPrompt: steps win

@@ -109,7 +109,7 @@ def _refuse_unknown(section: Dict, where: str, known, ours=()) -> None:
 def to_ours(raw: Dict, base_dir: str = ".", gpus: Optional[int] = None) -> Tuple[Dict, List[str]]:
     """(our raw config, notes) for an OpenPrompt-schema YAML ``raw``; ``base_dir`` is the YAML's folder
     (for template / verbalizer ``file_path``), ``gpus`` the CUDA devices here (default: counted)."""
-    from ..data.tasks import get_task
+    from ..data.tasks import TASKS
     from .config import DEFAULTS
 
     raw = copy.deepcopy(raw)
@@ -149,17 +149,16 @@ def to_ours(raw: Dict, base_dir: str = ".", gpus: Optional[int] = None) -> Tuple
     name = ds.get("name")
     if name is None:
         raise OpenPromptKeyError("dataset.name is empty: name an OpenPrompt dataset, e.g. super_glue.cb")
-    ours_names = {"cb", "rte", "boolq", "multirc", "sst2", "imdb", "agnews", "mr", "cr", "mpqa", "subj"}
-    task_name = DATASETS.get(str(name).lower()) or (str(name) if str(name) in ours_names else None)
+    task_name = DATASETS.get(str(name).lower()) or (str(name) if str(name) in TASKS else None)
     if task_name is None:
         raise OpenPromptKeyError(f"dataset.name: {name} has no task in our runner{_nearest(str(name), DATASETS)} "
-                                 f"(supported: {sorted(DATASETS)} and our names {sorted(ours_names)})")
+                                 f"(supported: {sorted(DATASETS)} and our names {sorted(TASKS)})")
     _refuse_unknown(ds, "dataset", ("name", "path"), DEFAULTS["dataset"])
     out["dataset"]["name"] = task_name
     if ds.get("path"):
         out["dataset"]["path"] = ds["path"]  # relative paths resolve under the data root, as ours do
     take_ours("dataset", ds, ("name", "path"))
-    labels = get_task(task_name).labels
+    labels = TASKS[task_name].labels
     # ---- plm
     plm = _section(raw, "plm")
     _refuse_unknown(plm, "plm", ("model_name", "model_path", "specials_to_add", "optimize"), DEFAULTS["plm"])
@@ -169,9 +168,7 @@ def to_ours(raw: Dict, base_dir: str = ".", gpus: Optional[int] = None) -> Tuple
                                  f"classifiers (supported: {list(MLM_MODELS)}); T5 / GPT generation is not supported")
     if plm.get("model_path"):
         out["plm"]["model_path"] = plm["model_path"]
-    elif "model_path" not in plm:
-        pass  # ours: the default backbone
-    else:
+    elif "model_path" in plm:  # written but empty (absent: our default backbone)
         raise OpenPromptKeyError("plm.model_path is empty: a hub name, a local checkpoint folder, or 'minilm' "
                                  "(the offline backbone)")
     if plm.get("specials_to_add") not in (None, ["<pad>"]):
