@@ -243,7 +243,8 @@ def test_openprompt_defaults_where_the_yaml_is_silent(tmp_path):
     (("name: super_glue.cb", "name: super_glue.copa"), "dataset.name: super_glue.copa has no task in our runner"),
     (("learning_setting: full", "learning_setting: zero_shot"), "learning_setting: zero_shot is not supported"),
     (("verbalizer: manual_verbalizer", "verbalizer: knowledgeable_verbalizer"),
-     "verbalizer: knowledgeable_verbalizer is not supported (it needs OpenPrompt's own trainer)"),
+     "verbalizer: knowledgeable_verbalizer is not supported by our runner (automatic / knowledgeable / proto "
+     "verbalizers need OpenPrompt's own trainer): use one of ['manual_verbalizer', 'soft_verbalizer']"),
     (("file_path: verbalizer.txt", "file_path: missing.txt"), "manual_verbalizer.file_path: file 'missing.txt' not found"),
     (("  choice: 0\n  file_path: template.txt", "  choice: 3\n  file_path: template.txt"),
      "instance_wise.choice: 3 names no template line"),

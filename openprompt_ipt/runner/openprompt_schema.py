@@ -280,9 +280,9 @@ def to_ours(raw: Dict, base_dir: str = ".", gpus: Optional[int] = None) -> Tuple
     if verbalizer is None:
         raise OpenPromptKeyError(f"verbalizer is empty: name one of {list(VERBALIZERS)} and give its section")
     if verbalizer not in VERBALIZERS:
-        hint = " (it needs OpenPrompt's own trainer)" if verbalizer in VERBALIZER_CLASS else _nearest(
-            str(verbalizer), VERBALIZERS)
-        raise OpenPromptKeyError(f"verbalizer: {verbalizer} is not supported{hint}: use one of {list(VERBALIZERS)}")
+        why = (" by our runner (automatic / knowledgeable / proto verbalizers need OpenPrompt's own trainer)"
+               if verbalizer in VERBALIZER_CLASS else _nearest(str(verbalizer), VERBALIZERS))
+        raise OpenPromptKeyError(f"verbalizer: {verbalizer} is not supported{why}: use one of {list(VERBALIZERS)}")
     out["verbalizer"] = verbalizer
     vsec = dict(_section(raw, verbalizer))
     if vsec.get("file_path") is not None:
