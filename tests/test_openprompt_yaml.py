@@ -126,6 +126,37 @@ def test_kept_openprompt_yaml_loads_in_openprompt(path):
     assert node.dataset.name == raw["dataset"]["name"]
 
 
+@pytest.mark.parametrize("path", OPENPROMPT_YAMLS, ids=os.path.basename)
+def test_openprompt_and_our_runner_build_the_same_template_and_words(path, bert, monkeypatch):
+    """OpenPrompt's load_template / load_verbalizer on the file as its loader reads it, and our mapped
+    config, give the same wrapped example and label words (the file_path lines resolve alike)."""
+    from openprompt.config import get_config_from_file
+    from openprompt.data_utils import InputExample
+    from openprompt.prompts import load_template, load_verbalizer
+    from yacs.config import CfgNode
+
+    from openprompt_ipt.data.tasks import TASKS
+    from openprompt_ipt.runner.config import load_config
+
+    model, tokenizer = bert
+    cfg = load_config(path)
+    node = get_config_from_file(path)
+    monkeypatch.chdir(os.path.dirname(path))  # OpenPrompt reads file_path from the working directory
+    theirs = load_template(node, model=model, tokenizer=tokenizer)
+    ours = load_template(CfgNode({"template": cfg["template"], cfg["template"]: cfg[cfg["template"]]},
+                                 new_allowed=True), model=model, tokenizer=tokenizer)
+    assert type(theirs) is type(ours) and type(ours).__name__ in ("InstanceWiseTemplate", "GeneratedPrefixTemplate")
+    example = InputExample(guid="0", text_a="the cat sat on the mat", text_b="it sat", label=0)
+    assert theirs.wrap_one_example(example) == ours.wrap_one_example(example)
+    classes = list(TASKS[cfg["dataset"]["name"]].labels)  # OpenPrompt orders a {label: words} file by these
+    theirs_v = load_verbalizer(node, model=model, tokenizer=tokenizer, classes=classes)
+    name = cfg["verbalizer"]
+    ours_v = load_verbalizer(CfgNode({"verbalizer": name, name: cfg[name]}, new_allowed=True), model=model,
+                             tokenizer=tokenizer, classes=classes)
+    assert type(theirs_v) is type(ours_v) and len(ours_v.label_words) == len(classes)
+    assert [list(w) for w in theirs_v.label_words] == [list(w) for w in ours_v.label_words]
+
+
 def test_our_own_yamls_are_not_taken_for_openprompt_ones():
     from openprompt_ipt.runner.config import read_yaml_with_overrides
     from openprompt_ipt.runner.openprompt_schema import looks_like_openprompt
