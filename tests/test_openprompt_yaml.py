@@ -115,7 +115,7 @@ def test_kept_openprompt_yaml_maps_to_our_config(path):
 @pytest.mark.parametrize("path", OPENPROMPT_YAMLS, ids=os.path.basename)
 def test_kept_openprompt_yaml_loads_in_openprompt(path):
     """OpenPrompt's own loader reads the same file: same template / verbalizer and their sections."""
-    from openprompt.config import get_config_from_file
+    from openprompt.config import get_config_from_file, get_user_config
 
     from openprompt_ipt.runner.config import read_yaml_with_overrides
 
@@ -124,6 +124,12 @@ def test_kept_openprompt_yaml_loads_in_openprompt(path):
     assert node.template == raw["template"] and node.verbalizer == raw["verbalizer"]
     assert node[node.template].file_path == raw[raw["template"]]["file_path"]
     assert node.dataset.name == raw["dataset"]["name"]
+    # get_user_config (OpenPrompt's cli): merged onto its default config, whose value types must match
+    full = get_user_config(path)
+    assert (full.template, full.verbalizer, full.learning_setting) == (raw["template"], raw["verbalizer"],
+                                                                       raw["learning_setting"])
+    assert full.environment.num_gpus == 0 and full.dataloader.max_seq_length == (raw.get("dataloader") or {}).get(
+        "max_seq_length", 256)
 
 
 @pytest.mark.parametrize("path", OPENPROMPT_YAMLS, ids=os.path.basename)
