@@ -12,10 +12,19 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from openprompt_ipt.runner.config import load_config  # noqa: E402
+from openprompt_ipt.runner.config import find_config, load_config  # noqa: E402
 from openprompt_ipt.runner.experiment import format_result, run_experiment  # noqa: E402
 from openprompt_ipt.runner.runs import format_summary, run_seeds  # noqa: E402
 from openprompt_ipt.training.logs import format_summary as format_run_summary  # noqa: E402
+
+
+REPO_YAMLS = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "yamls"))
+
+
+def config_search_dirs():
+    """Where a bare ``--config NAME.yaml`` is looked up: ./yamls, then this checkout's yamls/."""
+    here = "yamls"
+    return [here] if os.path.abspath(here) == REPO_YAMLS else [here, REPO_YAMLS]
 
 
 def parse_seeds(text):
@@ -52,7 +61,9 @@ def main(argv=None, parser=None, run_for=None) -> int:
 
 def build_parser(description=__doc__.split("\n")[0]) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=description)
-    p.add_argument("--config", required=True, help="experiment YAML (see yamls/)")
+    p.add_argument("--config", required=True,
+                   help="experiment YAML: a path, or a name under yamls/ (e.g. cb_prefix_ipt.yaml); ours or "
+                        "OpenPrompt's experiment schema (docs/openprompt.md)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE",
                    help="override a config value, e.g. --set train.epochs=5 (repeatable)")
     p.add_argument("--data-root", default=None, help="folder holding superglue/CB etc. (default: $IPT_ASSETS or ../shared/assets)")
@@ -76,7 +87,14 @@ def _main(argv=None, parser=None, run_for=None) -> int:
     if args.gradient_accumulation_steps:
         args.overrides.append(f"train.gradient_accumulation_steps={args.gradient_accumulation_steps}")
     try:
-        cfg = load_config(args.config, args.overrides)
+        path = find_config(args.config, config_search_dirs())
+        if path != args.config:
+            print(f"config: {path} (found for --config {args.config})")
+        args.config = path
+        notes = []
+        cfg = load_config(args.config, args.overrides, notes)
+        for note in notes:
+            print(f"note (OpenPrompt schema): {note}")
     except (KeyError, ValueError, FileNotFoundError) as e:
         print(f"error: {e.args[0] if isinstance(e, KeyError) and e.args else e}", file=sys.stderr)
         return 2

@@ -25,7 +25,8 @@ DEFAULTS: Dict = {
               "weight_decay": 0.0, "adam_betas": [0.9, 0.999], "adam_eps": 1e-8, "scheduler": "linear",
               "warmup_steps": 0, "warmup_ratio": 0.06, "gradient_accumulation_steps": 1,
               "max_grad_norm": 1.0, "metric": "accuracy", "device": "auto", "vocab_rows": "all",
-              "checkpoint_every": 500, "keep_checkpoints": 1, "mixed_precision": "no"},
+              "checkpoint_every": 500, "keep_checkpoints": 1, "mixed_precision": "no",
+              "max_steps": None},  # optimizer steps, rounded up to whole epochs; set: wins over epochs
     "test": {"batch_size": 32},
     # data protocol (docs/protocols.md): full | few_shot (IPT §5.1) | low_resource (IDPG §4.4)
     "protocol": {"name": "full", "k": None, "k_per": "label", "dev_k": None, "cv_folds": 4, "train_source": None, "dev_size": 1000},
@@ -78,6 +79,25 @@ YamlLoader.add_implicit_resolver(
     list("-+0123456789."))
 
 
+def find_config(name: str, search_dirs: Iterable[str] = ()) -> str:
+    """``name`` if it is a file; else the first ``<dir>/<name>`` (and ``<dir>/<name>.yaml``) in
+    ``search_dirs``, so the design card's ``--config cb_prefix_ipt.yaml`` finds ``yamls/cb_prefix_ipt.yaml``."""
+    import os
+
+    if os.path.isfile(name):
+        return name
+    tried = [name]
+    if not os.path.isabs(name):
+        for folder in search_dirs:
+            for candidate in (os.path.join(folder, name), os.path.join(folder, name + ".yaml")):
+                if candidate not in tried:
+                    tried.append(candidate)
+                if os.path.isfile(candidate):
+                    return candidate
+    raise FileNotFoundError(f"config file '{name}' not found (looked in: {', '.join(tried)}): "
+                            "give a path to a YAML, or a name under yamls/")
+
+
 def load_yaml(text_or_stream):
     return yaml.load(text_or_stream, Loader=YamlLoader)
 
@@ -106,8 +126,18 @@ def read_yaml_with_overrides(path: str, overrides: Iterable[str] = (), hint: str
     return raw
 
 
-def load_config(path: str, overrides: Iterable[str] = ()) -> Dict:
+def load_config(path: str, overrides: Iterable[str] = (), notes: List[str] | None = None) -> Dict:
+    """Our schema, or OpenPrompt's experiment schema mapped onto it (``runner/openprompt_schema.py``;
+    ``notes`` collects what that mapping kept without effect)."""
+    import os
+
+    from .openprompt_schema import looks_like_openprompt, to_ours
+
     raw = read_yaml_with_overrides(path, overrides)
+    if looks_like_openprompt(raw):
+        raw, said = to_ours(raw, base_dir=os.path.dirname(os.path.abspath(path)))
+        if notes is not None:
+            notes.extend(said)
     template_name = raw.get("template", DEFAULTS["template"])
     verbalizer_name = raw.get("verbalizer", DEFAULTS["verbalizer"])
     sections = {template_name: raw.get(template_name, {}), verbalizer_name: raw.get(verbalizer_name, {})}

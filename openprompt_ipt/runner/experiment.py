@@ -9,6 +9,7 @@ seeded, label-stratified part of train (``dataset.dev_from_train``; whole paragr
 from __future__ import annotations
 
 import json
+import math
 import os
 import random
 import time
@@ -46,6 +47,14 @@ def stratified_split(examples: Sequence, fraction: float, seed: int):
         train += group[n_dev:]
     rng.shuffle(train)
     return train, dev
+
+
+def epochs_for_steps(max_steps: int, batches_per_epoch: int, accumulation: int = 1) -> int:
+    """``train.max_steps`` optimizer steps as whole epochs, rounded up (at least one)."""
+    if int(max_steps) < 1:
+        raise ValueError(f"train.max_steps must be a positive integer (got {max_steps!r}); null trains train.epochs")
+    per_epoch = max(1, math.ceil(batches_per_epoch / max(1, int(accumulation))))
+    return max(1, math.ceil(int(max_steps) / per_epoch))
 
 
 def seen_vocab_ids(examples: Sequence, tokenizer) -> List[int]:
@@ -275,8 +284,10 @@ def run_experiment(cfg: Dict, root: str | None = None, output_dir: str | None = 
     eval_bs = cfg["test"]["batch_size"]
     dev_loader = make_loader(feats["dev"], eval_bs, pad, sort_by_length=True)
     test_loader = make_loader(feats["test"], eval_bs, pad, sort_by_length=True)
-    train_cfg = TrainConfig(**{k: v for k, v in tcfg.items() if k in TrainConfig.__dataclass_fields__},
-                            seed=cfg["seed"], show_progress=show_progress)
+    fields = {k: v for k, v in tcfg.items() if k in TrainConfig.__dataclass_fields__}
+    if tcfg.get("max_steps"):  # OpenPrompt's num_training_steps, as whole epochs: we select on dev per epoch
+        fields["epochs"] = epochs_for_steps(tcfg["max_steps"], len(train_loader), tcfg["gradient_accumulation_steps"])
+    train_cfg = TrainConfig(**fields, seed=cfg["seed"], show_progress=show_progress)
     trainer = Trainer(model, train_cfg, output_dir=output_dir, runtime=runtime, run_config=cfg)
     best_dev = trainer.fit(train_loader, dev_loader, resume=checkpoint)
     test_metrics = evaluate(model, test_loader, trainer.device, desc="test", show_progress=show_progress,
