@@ -24,7 +24,7 @@ class Predictor:
 
         self.run_dir, self.model, self.tokenizer, self.wrapper, self.cfg, self.device = \
             run_dir, model, tokenizer, wrapper, cfg, device
-        self.task = get_task(cfg["dataset"]["name"])
+        self.task = get_task(cfg["dataset"]["name"], cfg["dataset"])
         self.labels = list(self.task.labels)
 
     def examples(self, rows: Iterable[Dict]) -> List:
@@ -88,7 +88,7 @@ def load_run(run_dir: str, device: str = "cpu") -> Predictor:
         cfg = json.load(f)
     from ..data import get_task
 
-    labels = list(get_task(cfg["dataset"]["name"]).labels)
+    labels = list(get_task(cfg["dataset"]["name"], cfg["dataset"]).labels)
     template_dir = os.path.join(run_dir, "template")
     if os.path.isdir(template_dir):
         model, tokenizer, wrapper_class = load_backbone(cfg["plm"]["model_path"])
