@@ -35,6 +35,7 @@ class Predictor:
             raise ValueError("no input rows: give at least one example")
         task, out = self.task, []
         known = set(task.text_a) | set(task.text_b) | set(KNOWN_EXTRA_FIELDS)
+        known |= {column for _, column in getattr(task, "columns", ())}  # your own data: its label column too
         for i, row in enumerate(rows):
             if not isinstance(row, dict):
                 raise ValueError(f"input row {i} is {type(row).__name__}, not a JSON object")
