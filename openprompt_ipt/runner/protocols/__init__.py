@@ -60,11 +60,11 @@ def make_splits(cfg: Dict, root: str) -> Splits:
     from ..experiment import data_source, load_task
 
     proto, seed = cfg["protocol"], int(cfg["seed"])
-    source = data_source(cfg, root)
+    where = data_source(cfg, root)
     if proto["name"] == "full":
-        train, dev, test, labels = load_task(cfg, root, source)
+        train, dev, test, labels = load_task(cfg, root, where)
     else:
-        pool, test, labels = original_train(cfg, root, source)
+        pool, test, labels = original_train(cfg, root, where)
         if proto["name"] == "few_shot":
             k = proto["k"]
             dev_k = proto["dev_k"] or k
@@ -75,4 +75,4 @@ def make_splits(cfg: Dict, root: str) -> Splits:
             train, dev = low_resource_splits(pool, int(proto["k"]), int(proto["dev_size"]), seed)
     if cfg["selection"] == "on_eval_set":
         dev = list(test)
-    return Splits(list(train), list(dev), list(test), list(labels), source.describe(cfg["dataset"]["name"]))
+    return Splits(list(train), list(dev), list(test), list(labels), where.describe(cfg["dataset"]["name"]))
