@@ -116,3 +116,13 @@ def test_the_sample_ships_with_its_license():
     for name in ("val.jsonl", "LICENSE.md"):
         assert os.path.normpath(os.path.join(folder, name)) in shipped
     assert sources.packaged_tasks() == ["superglue/BoolQ"]
+
+
+def test_the_readme_quick_start_runs_from_the_packaged_data(tmp_path, offline):
+    import re
+
+    readme = open(os.path.join(REPO, "README.md")).read()
+    section = readme[readme.index("## Quick start"):]
+    config = re.search(r"python experiments/run.py --config (\S+)", section).group(1)
+    (tmp_path / "empty").mkdir()
+    assert data_source(load_config(os.path.join(REPO, config)), str(tmp_path / "empty")).kind == "packaged"
