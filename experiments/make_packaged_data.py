@@ -19,6 +19,7 @@ def main(argv=None) -> int:
     p.add_argument("source", help="BoolQ dev jsonl (SuperGLUE layout: question, passage, idx, label)")
     p.add_argument("--rows", type=int, default=400)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", default=OUT, help="where to write (default: the packaged file)")
     args = p.parse_args(argv)
     with open(args.source) as f:
         lines = [line for line in f if line.strip()]
@@ -26,11 +27,11 @@ def main(argv=None) -> int:
         print(f"error: --rows {args.rows} > the {len(lines)} rows of {args.source}", file=sys.stderr)
         return 2
     keep = sorted(random.Random(args.seed).sample(range(len(lines)), args.rows))
-    tmp = OUT + ".tmp"  # nothing half-written: replace the file only once it is complete
+    tmp = args.out + ".tmp"  # nothing half-written: replace the file only once it is complete
     with open(tmp, "w") as f:
         f.writelines(lines[i] for i in keep)
-    os.replace(tmp, OUT)
-    print(f"wrote {args.rows} rows to {os.path.normpath(OUT)}")
+    os.replace(tmp, args.out)
+    print(f"wrote {args.rows} rows to {os.path.normpath(args.out)}")
     return 0
 
 

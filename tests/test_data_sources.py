@@ -126,3 +126,20 @@ def test_the_readme_quick_start_runs_from_the_packaged_data(tmp_path, offline):
     config = re.search(r"python experiments/run.py --config (\S+)", section).group(1)
     (tmp_path / "empty").mkdir()
     assert data_source(load_config(os.path.join(REPO, config)), str(tmp_path / "empty")).kind == "packaged"
+
+
+def test_the_sample_script_keeps_rows_unchanged_in_source_order(tmp_path, capsys):
+    from test_predict_and_runs import load_script
+
+    source = tmp_path / "val.jsonl"
+    source.write_text("".join(json.dumps({"idx": i, "question": f"q {i}", "label": i % 2 == 0}) + "\n" for i in range(30)))
+    make = load_script("make_packaged_data")
+    out = tmp_path / "sample.jsonl"
+    assert make.main([str(source), "--rows", "10", "--out", str(out)]) == 0
+    lines = out.read_text().splitlines(keepends=True)
+    assert len(lines) == 10 and set(lines) <= set(source.read_text().splitlines(keepends=True))
+    assert [json.loads(x)["idx"] for x in lines] == sorted(json.loads(x)["idx"] for x in lines)
+    assert make.main([str(source), "--rows", "10", "--out", str(tmp_path / "again.jsonl")]) == 0
+    assert (tmp_path / "again.jsonl").read_text() == out.read_text()  # seeded
+    assert make.main([str(source), "--rows", "31", "--out", str(tmp_path / "x.jsonl")]) == 2
+    assert "--rows 31 > the 30 rows" in capsys.readouterr().err and not (tmp_path / "x.jsonl").exists()
