@@ -81,7 +81,15 @@ class Task:
         split = SPLIT_ALIASES.get(split, split)
         if self.is_hub(path, hub_name):
             return split in self.hub_splits
-        return split in self.files and os.path.isfile(os.path.join(path, self.files[split].name))
+        spec = self.local_file(path, split)
+        return spec is not None and os.path.isfile(os.path.join(path, spec.name))
+
+    def local_file(self, path: str, split: str):
+        """The file spec of ``split`` in the local folder ``path`` (None: the task has no such split)."""
+        return self.files.get(split)
+
+    def missing_split(self, path: str, split: str) -> str:
+        return f"{self.name} has no '{split}' split in a local folder (it has {sorted(self.files)}); see docs/data.md"
 
     # ---------------------------------------------------------------- rows -> examples
     def load(self, path: str, split: str, hub_name: Optional[str] = None, labelled: bool = True) -> List[InputExample]:
@@ -89,18 +97,17 @@ class Task:
         split = SPLIT_ALIASES.get(split, split)
         if split not in SPLITS:
             raise ValueError(f"unknown split '{split}': choose one of {list(SPLITS)}")
+        offset = 0
         if self.is_hub(path, hub_name):
             rows, where = self._hub_rows(path, split, hub_name)
         else:
-            if split not in self.files:
-                raise FileNotFoundError(f"{self.name} has no '{split}' split in a local folder (it has "
-                                        f"{sorted(self.files)}); see docs/data.md")
-            spec = self.files[split]
+            spec = self.local_file(path, split)
+            if spec is None:
+                raise FileNotFoundError(self.missing_split(path, split))
             where = os.path.join(path, spec.name)
             if not os.path.isfile(where):
                 raise FileNotFoundError(f"{self.name} split '{split}' not found at {where}: {FIX}")
-            rows = spec.read(path)
-        offset = 0 if self.is_hub(path, hub_name) else self.files[split].label_offset
+            rows, offset = spec.read(path), spec.label_offset
         examples = []
         for i, row in enumerate(rows):
             for guid, text_a, text_b, raw, meta in (self.expand(row, i) if self.expand else [self._fields(row, i)]):
@@ -237,9 +244,19 @@ TASKS: Dict[str, Task] = {t.name: t for t in [
 ]}
 
 
-def get_task(name: str) -> Task:
+def get_task(name: str, dataset: Optional[dict] = None) -> Task:
+    """A registered task, or your own (``text_classification`` / ``text_pair``, described by the
+    ``dataset`` section: ``data/custom.py``)."""
+    from .custom import GENERIC, custom_task
+
+    if name in GENERIC:
+        if dataset is None:
+            raise ValueError(f"dataset '{name}' is described by its YAML: pass the dataset section")
+        return custom_task(dataset)
     if name not in TASKS:
-        match = difflib.get_close_matches(str(name), list(TASKS), n=1)
+        valid = sorted(TASKS) + sorted(GENERIC)
+        match = difflib.get_close_matches(str(name), valid, n=1)
         hint = f" (did you mean '{match[0]}'?)" if match else ""
-        raise ValueError(f"unknown dataset '{name}'{hint}: valid names are {sorted(TASKS)}")
+        raise ValueError(f"unknown dataset '{name}'{hint}: valid names are {sorted(TASKS)}, or {sorted(GENERIC)} "
+                         "for your own files (docs/data.md)")
     return TASKS[name]

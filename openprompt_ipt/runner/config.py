@@ -17,7 +17,8 @@ DEFAULTS: Dict = {
     "seed": 42,
     "output_dir": None,
     "dataset": {"name": "cb", "path": None, "hub_name": None, "train_from": None, "dev_from_train": 0.2,
-                "test_from_train": None, "max_train": None, "max_eval": None},
+                "test_from_train": None, "max_train": None, "max_eval": None,
+                "columns": None, "labels": None, "files": None},  # your own data: data/custom.py
     "plm": {"model_path": "minilm", "freeze": True, "max_seq_length": 256, "frozen_dropout": False},
     "template": "instance_wise",
     "verbalizer": "soft_verbalizer",
@@ -146,6 +147,9 @@ def load_config(path: str, overrides: Iterable[str] = (), notes: List[str] | Non
     _check_class_section(config, "template", template_name)
     _check_class_section(config, "verbalizer", verbalizer_name)
     check_protocol(config)
+    from ..data.custom import normalise
+
+    normalise(config)
     check_train(config)
     check_sweep(config, sweep)
     config["sweep"] = sweep

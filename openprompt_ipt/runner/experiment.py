@@ -17,11 +17,7 @@ from typing import Dict, List, Sequence
 
 import torch
 
-DEFAULT_DATA_ROOT = os.path.join("..", "shared", "assets")
-
-
-def data_root(explicit: str | None = None) -> str:
-    return explicit or os.environ.get("IPT_ASSETS") or DEFAULT_DATA_ROOT
+from ..data.sources import DEFAULT_DATA_ROOT, data_root  # noqa: F401  (the lookup order: data/sources.py)
 
 
 def resolve_data_path(path: str, root: str) -> str:
@@ -111,20 +107,25 @@ def cap_examples(examples: Sequence, limit, seed: int) -> List:
     return [examples[i] for i in sorted(chosen)]
 
 
-def load_task(cfg: Dict, root: str):
+def data_source(cfg: Dict, root: str | None = None):
+    """Where ``cfg``'s data comes from (``data/sources.py``: path, data root, packaged copy, hub)."""
+    from ..data.sources import locate
+    from ..data.tasks import get_task
+
+    return locate(get_task(cfg["dataset"]["name"], cfg["dataset"]), cfg["dataset"], root)
+
+
+def load_task(cfg: Dict, root: str | None, source=None):
     """(train, dev, test, label names) under the protocol of ``docs/data.md``:
     dev = the task's own dev split where the source has one, else ``dev_from_train`` of train;
     test = the task's reported split; with ``train_from`` = that split (BoolQ offline),
-    ``test_from_train`` of it is held out as test first."""
+    ``test_from_train`` of it is held out as test first. ``source``: a ``data_source`` already found."""
     from ..data.tasks import SPLIT_ALIASES, get_task
 
     ds, seed = cfg["dataset"], cfg["seed"]
-    task = get_task(ds["name"])
-    path = resolve_data_path(ds.get("path") or task.default_path, root)
+    task = get_task(ds["name"], ds)
+    path = (source or data_source(cfg, root)).path
     hub_name = ds.get("hub_name")
-    if not os.path.isdir(root) and not os.path.isdir(path) and "/" in path.replace(os.sep, "/"):
-        raise FileNotFoundError(f"data root '{root}' does not exist (looking for {task.name} in '{path}'): set "
-                                "--data-root / IPT_ASSETS to the assets folder, or dataset.path ('hub' for the 🤗 hub)")
     train_split = SPLIT_ALIASES.get(ds.get("train_from") or "train", ds.get("train_from") or "train")
     if not task.has_split(path, train_split, hub_name):
         hint = (" (no train split offline: set dataset.train_from: validation, see docs/data.md)"
@@ -265,7 +266,7 @@ def run_experiment(cfg: Dict, root: str | None = None, output_dir: str | None = 
     runtime = Runtime.create(cfg["train"].get("device", "auto"), cfg["train"].get("mixed_precision", "no"))
     show_progress = show_progress and runtime.is_main
     set_seed(cfg["seed"])
-    task = get_task(cfg["dataset"]["name"])
+    task = get_task(cfg["dataset"]["name"], cfg["dataset"])
     if cfg["train"]["metric"] not in task.metrics:
         raise ValueError(f"train.metric '{cfg['train']['metric']}' is not reported for {task.name}: "
                          f"choose one of {list(task.metrics)}")

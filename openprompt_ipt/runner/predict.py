@@ -24,7 +24,7 @@ class Predictor:
 
         self.run_dir, self.model, self.tokenizer, self.wrapper, self.cfg, self.device = \
             run_dir, model, tokenizer, wrapper, cfg, device
-        self.task = get_task(cfg["dataset"]["name"])
+        self.task = get_task(cfg["dataset"]["name"], cfg["dataset"])
         self.labels = list(self.task.labels)
 
     def examples(self, rows: Iterable[Dict]) -> List:
@@ -35,6 +35,7 @@ class Predictor:
             raise ValueError("no input rows: give at least one example")
         task, out = self.task, []
         known = set(task.text_a) | set(task.text_b) | set(KNOWN_EXTRA_FIELDS)
+        known |= {column for _, column in getattr(task, "columns", ())}  # your own data: its label column too
         for i, row in enumerate(rows):
             if not isinstance(row, dict):
                 raise ValueError(f"input row {i} is {type(row).__name__}, not a JSON object")
@@ -88,7 +89,7 @@ def load_run(run_dir: str, device: str = "cpu") -> Predictor:
         cfg = json.load(f)
     from ..data import get_task
 
-    labels = list(get_task(cfg["dataset"]["name"]).labels)
+    labels = list(get_task(cfg["dataset"]["name"], cfg["dataset"]).labels)
     template_dir = os.path.join(run_dir, "template")
     if os.path.isdir(template_dir):
         model, tokenizer, wrapper_class = load_backbone(cfg["plm"]["model_path"])

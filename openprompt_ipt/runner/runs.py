@@ -146,10 +146,14 @@ def run_seeds(cfg: Dict, name: str, output_dir: Optional[str], seeds: Sequence[i
         scfg = copy.deepcopy(cfg)
         scfg["seed"] = int(seed)
         plans.append((scfg, make_splits(scfg, root)))
+    if int(os.environ.get("RANK", "0")) == 0:
+        for line in dict.fromkeys(s.source for _, s in plans if s.source):  # each run says where its data came from
+            print(line, flush=True)
     results = []
     for scfg, splits in _tqdm(plans, "seeds", show_progress and len(plans) > 1):
         seed_dir = os.path.join(top, f"seed{scfg['seed']}") if top else None
         result = run_one_seed(scfg, name, splits, seed_dir, train_fn, show_progress)
+        result["data_source"] = splits.source
         if seed_dir:
             write_json(os.path.join(seed_dir, "metrics.json"), result)
         results.append(result)

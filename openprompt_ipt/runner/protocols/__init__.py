@@ -21,19 +21,20 @@ class Splits:
     dev: List
     test: List
     labels: List[str]
+    source: str = ""  # the line saying where the data came from (data/sources.py)
 
     def as_tuple(self):
         return self.train, self.dev, self.test, self.labels
 
 
-def original_train(cfg: Dict, root: str):
+def original_train(cfg: Dict, root: str, source=None):
     """(the task's original labelled train, the reported split, labels), with load_task's handling of
     train_from / test_from_train; in a seed-independent order."""
     from ..experiment import load_task
 
     full = copy.deepcopy(cfg)
     full["dataset"]["max_train"] = None
-    train, dev, test, labels = load_task(full, root)
+    train, dev, test, labels = load_task(full, root, source)
     return sorted(train + dev, key=lambda ex: str(ex.guid)), test, labels
 
 
@@ -50,19 +51,20 @@ def load_fewglue(cfg: Dict, root: str) -> List:
     path = resolve_data_path(source, root)
     if not os.path.isdir(path):
         raise FileNotFoundError(f"protocol.train_source folder '{path}' does not exist (data root '{root}')")
-    return get_task(name).load(path, "train")
+    return get_task(name, cfg["dataset"]).load(path, "train")
 
 
 def make_splits(cfg: Dict, root: str) -> Splits:
     """train / dev / test for ``cfg['protocol']`` and ``cfg['seed']``; dev is the reported split
     itself under ``selection: on_eval_set``."""
-    from ..experiment import load_task
+    from ..experiment import data_source, load_task
 
     proto, seed = cfg["protocol"], int(cfg["seed"])
+    where = data_source(cfg, root)
     if proto["name"] == "full":
-        train, dev, test, labels = load_task(cfg, root)
+        train, dev, test, labels = load_task(cfg, root, where)
     else:
-        pool, test, labels = original_train(cfg, root)
+        pool, test, labels = original_train(cfg, root, where)
         if proto["name"] == "few_shot":
             k = proto["k"]
             dev_k = proto["dev_k"] or k
@@ -73,4 +75,4 @@ def make_splits(cfg: Dict, root: str) -> Splits:
             train, dev = low_resource_splits(pool, int(proto["k"]), int(proto["dev_size"]), seed)
     if cfg["selection"] == "on_eval_set":
         dev = list(test)
-    return Splits(list(train), list(dev), list(test), list(labels))
+    return Splits(list(train), list(dev), list(test), list(labels), where.describe(cfg["dataset"]["name"]))

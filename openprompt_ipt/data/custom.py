@@ -1,0 +1,172 @@
+"""Your own dataset with no package code: ``dataset.name: text_classification`` (one text) or
+``text_pair`` (two), a folder of jsonl / csv / tsv files, and the YAML naming the columns and labels.
+
+    dataset:
+      name: text_pair
+      path: data/my_nli            # holds train.jsonl and test.jsonl (+ optional dev.jsonl / val.jsonl)
+      columns: {text_a: premise, text_b: hypothesis, label: gold}
+      labels: [entailment, contradiction]   # the label values in the files, in class order
+    soft_verbalizer:
+      label_words: [["yes"], ["no"]]        # or {entailment: ["yes"], contradiction: ["no"]} (then labels may be omitted)
+
+csv / tsv files need a header row naming the columns; tsv quotes are text. Labels are matched as
+strings (``1`` in a csv and ``1`` in the YAML are the same label). Split files default to
+``train.*``, ``test.*`` and ``dev.*`` / ``val.*`` / ``validation.*`` (``dataset.files`` renames them).
+The reported split is ``test``; dev is ``dev`` when present, else ``dataset.dev_from_train`` of train.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import os
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Tuple
+
+from .tasks import SPLIT_ALIASES, SPLITS, Task
+
+GENERIC = {"text_classification": ("text_a", "label"), "text_pair": ("text_a", "text_b", "label")}
+DEFAULT_COLUMNS = {"text_a": "text", "text_b": "text_b", "label": "label"}
+STEMS = {"train": ("train",), "validation": ("dev", "val", "validation"), "test": ("test",)}
+EXTENSIONS = (".jsonl", ".csv", ".tsv")
+
+
+def read_rows(file: str) -> List[dict]:
+    """Rows of a jsonl / csv / tsv file as dicts (csv / tsv: keys from the header row)."""
+    if os.path.getsize(file) == 0:
+        raise ValueError(f"data file {file} is empty")
+    with open(file, newline="", encoding="utf-8") as f:
+        if file.endswith(".jsonl"):
+            rows = []
+            for n, line in enumerate(f, 1):
+                if line.strip():
+                    try:
+                        rows.append(json.loads(line))
+                    except json.JSONDecodeError as e:
+                        raise ValueError(f"{file} line {n} is not JSON ({e.msg}): write one JSON object per line") from None
+        else:
+            tsv = file.endswith(".tsv")
+            rows = list(csv.DictReader(f, delimiter="\t" if tsv else ",", quoting=csv.QUOTE_NONE if tsv else csv.QUOTE_MINIMAL))
+    if not rows:
+        raise ValueError(f"data file {file} has no rows")
+    return rows
+
+
+@dataclass(frozen=True)
+class ColumnFile:
+    """One split's file; ``read`` checks that every column the YAML names is there."""
+    name: str
+    columns: Tuple[Tuple[str, str], ...]  # (role, column in the file)
+    label_offset: int = 0
+
+    def read(self, folder: str) -> List[dict]:
+        file = os.path.join(folder, self.name)
+        rows = read_rows(file)
+        for i, row in enumerate(rows):
+            if not isinstance(row, dict):
+                raise ValueError(f"{file} row {i} is {type(row).__name__}, not an object with named columns")
+            for role, column in self.columns:
+                if column not in row:
+                    raise ValueError(f"{file} has no column '{column}' (dataset.columns.{role}; row {i} has "
+                                     f"{sorted(row)}): name an existing column in the YAML")
+        return rows
+
+
+@dataclass(frozen=True)
+class CustomTask(Task):
+    columns: Tuple[Tuple[str, str], ...] = ()
+    file_names: Tuple[Tuple[str, str], ...] = ()  # dataset.files: split -> file name
+    custom = True  # no hub copy, no packaged copy: the folder must exist (sources.locate)
+
+    def is_hub(self, path: str, hub_name: Optional[str] = None) -> bool:
+        if os.path.isdir(path):
+            return False
+        raise FileNotFoundError(f"{self.name} data folder '{path}' does not exist: point dataset.path at the folder "
+                                "holding your train / test files")
+
+    def local_file(self, path: str, split: str) -> Optional[ColumnFile]:
+        given = dict(self.file_names)
+        names = [given[split]] if split in given else [s + e for s in STEMS.get(split, ()) for e in EXTENSIONS]
+        for name in names:
+            if os.path.isfile(os.path.join(path, name)):
+                return ColumnFile(name, self.columns)
+        return None
+
+    def missing_split(self, path: str, split: str) -> str:
+        given = dict(self.file_names)
+        looked = [given[split]] if split in given else [s + e for s in STEMS.get(split, ()) for e in EXTENSIONS]
+        return (f"{self.name} folder '{path}' has no {split} file (looked for {', '.join(looked)}): add it, or name "
+                "it in dataset.files")
+
+    def _fields(self, row: dict, i: int):
+        cols = dict(self.columns)
+        text_b = row[cols["text_b"]] if "text_b" in cols else None
+        return (str(row.get("idx", i)), str(row[cols["text_a"]]), None if text_b is None else str(text_b),
+                row.get(cols["label"]), {})
+
+    def label_id(self, raw, offset: int, where: str) -> Optional[int]:
+        """Labels match the YAML's label values as strings; an unknown one is one line naming both lists."""
+        if raw is None or raw == "":
+            return None
+        key = str(raw)
+        if key in self.labels:
+            return self.labels.index(key)
+        raise ValueError(f"{where}: label {key!r} is not among the labels with label words {list(self.labels)}: "
+                         "add it to dataset.labels and the verbalizer's label_words, or fix the row")
+
+
+def normalise(cfg: Dict) -> None:
+    """Checks a generic dataset's YAML and fills ``dataset.labels`` / list-shaped ``label_words``
+    in place (label words given as ``{label: words}`` define the labels and their order)."""
+    ds = cfg["dataset"]
+    name = ds["name"]
+    extra = [k for k in ("columns", "labels", "files") if ds.get(k) is not None]
+    if name not in GENERIC:
+        if extra:
+            raise ValueError(f"dataset.{extra[0]} is for your own data (dataset.name: text_classification / text_pair); "
+                             f"task '{name}' has its own fields and labels")
+        return
+    if not ds.get("path"):
+        raise ValueError(f"dataset.name: {name} needs dataset.path: the folder holding your train / test files")
+    roles = GENERIC[name]
+    columns = ds.get("columns") or {}
+    if not isinstance(columns, dict):
+        raise ValueError(f"dataset.columns must map {list(roles)} to column names, got {columns!r}")
+    unknown = sorted(set(columns) - set(roles))
+    if unknown:
+        hint = " (two texts: dataset.name: text_pair)" if unknown == ["text_b"] else ""
+        raise ValueError(f"dataset.columns.{unknown[0]} is not a field of {name}{hint}: it maps {list(roles)}")
+    files = ds.get("files") or {}
+    if not isinstance(files, dict) or set(SPLIT_ALIASES.get(k, k) for k in files) - set(SPLITS):
+        raise ValueError(f"dataset.files must map splits {list(SPLITS)} to file names, got {files!r}")
+    section = cfg.get(cfg["verbalizer"]) or {}
+    words = section.get("label_words")
+    labels = ds.get("labels")
+    if isinstance(words, dict):
+        keys = [str(k) for k in words]
+        if labels is None:
+            labels = keys
+        missing = [str(lab) for lab in labels if str(lab) not in keys]
+        if missing:
+            raise ValueError(f"label '{missing[0]}' has no label words: add it to {cfg['verbalizer']}.label_words "
+                             f"(it names {keys})")
+        words_by_key = {str(k): v for k, v in words.items()}
+        cfg[cfg["verbalizer"]] = {**section, "label_words": [words_by_key[str(lab)] for lab in labels]}
+    if not labels or not isinstance(labels, list) or len(labels) < 2:
+        raise ValueError(f"dataset.labels must list the label values in your files (at least 2, in class order), "
+                         f"or give {cfg['verbalizer']}.label_words as {{label: [words]}}; got {labels!r}")
+    if len({str(lab) for lab in labels}) != len(labels):
+        raise ValueError(f"dataset.labels lists a label twice: {labels}")
+    ds["labels"] = [str(lab) for lab in labels]
+
+
+def custom_task(ds: Dict) -> CustomTask:
+    """The task a normalised generic ``dataset`` section describes (see ``normalise``)."""
+    name = ds["name"]
+    cols = {**{r: DEFAULT_COLUMNS[r] for r in GENERIC[name]}, **(ds.get("columns") or {})}
+    files = {SPLIT_ALIASES.get(k, k): v for k, v in (ds.get("files") or {}).items()}
+    if not ds.get("labels"):
+        raise ValueError(f"dataset.name: {name} needs dataset.labels (or label_words as {{label: [words]}})")
+    return CustomTask(name, tuple(str(lab) for lab in ds["labels"]), ds.get("path") or "", {}, ("", None), {},
+                      text_a=(cols["text_a"],), text_b=(cols["text_b"],) if "text_b" in cols else (),
+                      test_split="test", dev_split="validation",
+                      columns=tuple(cols.items()), file_names=tuple(sorted(files.items())))

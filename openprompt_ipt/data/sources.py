@@ -1,0 +1,115 @@
+"""Where a task's data comes from, in this order (``docs/data.md``):
+
+1. ``dataset.path`` as given, when it is an existing folder;
+2. the data root: ``--data-root``, else ``$IPT_ASSETS``, else ``../shared/assets``, when the task's
+   folder is there (``dataset.path`` or the task's own ``superglue/CB``-style path under it);
+3. the copy packaged with openprompt-ipt (``openprompt_ipt/data/packaged``: a BoolQ sample, so a fresh
+   clone runs the quick start with nothing beside it);
+4. the task's 🤗 hub copy, when the hub is reachable.
+
+``locate(task, dataset_section, root)`` returns a :class:`DataSource` whose ``describe()`` is the line
+each run prints. A named ``--data-root`` / ``IPT_ASSETS`` that does not exist is an error (a typo must
+not silently train on the packaged sample); a missing default ``../shared/assets`` is normal.
+"""
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Optional
+
+DEFAULT_DATA_ROOT = os.path.join("..", "shared", "assets")
+PACKAGED_ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "packaged")
+FIX = "set --data-root / IPT_ASSETS to a folder holding it, or dataset.path to the task folder"
+
+
+@dataclass(frozen=True)
+class DataSource:
+    kind: str            # "path" | "data root" | "packaged" | "hub"
+    path: str            # a folder, or the hub name ("hub" = the task's own hub copy)
+    origin: str = ""     # where the data root came from: --data-root, IPT_ASSETS or the default
+
+    @property
+    def is_local(self) -> bool:
+        return self.kind != "hub"
+
+    def describe(self, task: str) -> str:
+        if self.kind == "packaged":
+            where = os.path.relpath(self.path, os.path.dirname(PACKAGED_ROOT))
+            return (f"data: {task} from the packaged sample openprompt_ipt/data/{where} "
+                    "(400 BoolQ dev rows, CC BY-SA 3.0; LICENSE.md beside it)")
+        if self.kind == "hub":
+            return f"data: {task} from the 🤗 hub ({self.path})"
+        if self.kind == "data root":
+            return f"data: {task} from {self.path} (data root from {self.origin})"
+        return f"data: {task} from {self.path} (dataset.path)"
+
+
+def data_root(explicit: Optional[str] = None) -> str:
+    """The data root by precedence: ``--data-root``, ``$IPT_ASSETS``, ``../shared/assets``."""
+    return explicit or os.environ.get("IPT_ASSETS") or DEFAULT_DATA_ROOT
+
+
+def root_origin(root: str) -> str:
+    if root == DEFAULT_DATA_ROOT:
+        return "the default ../shared/assets"
+    return "IPT_ASSETS" if root == os.environ.get("IPT_ASSETS") else "--data-root"
+
+
+@lru_cache(maxsize=1)
+def hub_online(timeout: float = 3.0) -> bool:
+    """Whether the 🤗 hub can be reached (offline flags win); asked once per process."""
+    if any(os.environ.get(v, "").lower() in ("1", "true", "yes") for v in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")):
+        return False
+    import huggingface_hub.constants
+
+    if huggingface_hub.constants.HF_HUB_OFFLINE:
+        return False
+    try:
+        socket.create_connection(("huggingface.co", 443), timeout=timeout).close()
+        return True
+    except OSError:
+        return False
+
+
+def _looks_like_folder(path: str) -> bool:
+    return os.path.isabs(path) or path.startswith(".") or "/" in path or os.sep in path
+
+
+def locate(task, ds: dict, root: Optional[str] = None) -> DataSource:
+    """The source of ``task``'s data for the ``dataset`` section ``ds`` (see the module docstring)."""
+    root = root or data_root()
+    given = ds.get("path")
+    rel = given or task.default_path
+    if given and os.path.isdir(given):
+        return DataSource("path", given)
+    root_exists = os.path.isdir(root)
+    if not root_exists and root != DEFAULT_DATA_ROOT:
+        raise FileNotFoundError(f"data root '{root}' does not exist (named by {root_origin(root)}): set --data-root / "
+                                "IPT_ASSETS to an existing folder, or leave both unset for the packaged or hub copy")
+    if root_exists and not os.path.isabs(rel) and os.path.isdir(os.path.join(root, rel)):
+        return DataSource("data root", os.path.join(root, rel), root_origin(root))
+    custom = getattr(task, "custom", False)
+    if custom or (given and given != task.default_path):
+        if custom or _looks_like_folder(given):  # a folder the user named: no silent fallback to other data
+            raise FileNotFoundError(f"{task.name} data folder '{rel}' not found (neither as given nor under the data "
+                                    f"root '{root}'): point dataset.path at an existing folder")
+        return DataSource("hub", given)  # a bare name or 'hub': a hub dataset, as asked
+    packaged = os.path.join(PACKAGED_ROOT, task.default_path)
+    if os.path.isdir(packaged):
+        return DataSource("packaged", packaged)
+    if hub_online():
+        return DataSource("hub", "hub")
+    missing = "does not exist" if not root_exists else f"has no {task.default_path}"
+    raise FileNotFoundError(f"no {task.name} data: the data root '{root}' {missing}, openprompt-ipt packages only "
+                            f"{packaged_tasks()} and the 🤗 hub is unreachable: {FIX}")
+
+
+def packaged_tasks() -> list:
+    """Task folders shipped in the package (relative paths like ``superglue/BoolQ``)."""
+    found = []
+    for group in sorted(os.listdir(PACKAGED_ROOT)) if os.path.isdir(PACKAGED_ROOT) else []:
+        base = os.path.join(PACKAGED_ROOT, group)
+        found += [f"{group}/{name}" for name in sorted(os.listdir(base)) if os.path.isdir(os.path.join(base, name))]
+    return found

@@ -1,0 +1,149 @@
+"""Your own data with no package code: text_classification / text_pair from a jsonl / csv / tsv
+folder, the YAML naming its columns and label words; each bad input is one clear line."""
+import json
+import os
+
+import pytest
+import yaml
+
+from openprompt_ipt.runner.config import load_config
+from openprompt_ipt.runner.experiment import load_task
+from test_predict_and_runs import load_script, tiny_model_dir  # noqa: F401  (fixture)
+
+TEMPLATE_PAIR = '{"placeholder":"text_a"} ? {"mask"} , {"placeholder":"text_b"}'
+TEMPLATE_ONE = '{"placeholder":"text_a"} it was {"mask"} .'
+
+
+def write_jsonl(path, rows):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def nli_folder(folder, n_train=16, n_test=6, dev=True, label="gold"):
+    labels = ["entails", "contradicts"]
+    row = lambda i: {"sent1": f"the cat sat {i}", "sent2": f"the dog ran {i}", label: labels[i % 2], "id": i}  # noqa: E731
+    write_jsonl(folder / "train.jsonl", [row(i) for i in range(n_train)])
+    write_jsonl(folder / "test.jsonl", [row(100 + i) for i in range(n_test)])
+    if dev:
+        write_jsonl(folder / "dev.jsonl", [row(200 + i) for i in range(4)])
+    return str(folder)
+
+
+def write_yaml(tmp_path, dataset, label_words, model="minilm", **extra):
+    raw = {"dataset": dataset, "plm": {"model_path": model, "max_seq_length": 48},
+           "instance_wise": {"text": TEMPLATE_PAIR if dataset["name"] == "text_pair" else TEMPLATE_ONE,
+                             "strategy": "random", "prompt_length": 2},
+           "soft_verbalizer": {"label_words": label_words},
+           "train": {"epochs": 1, "batch_size": 4, "device": "cpu"}, "test": {"batch_size": 4}, "seed": 1, **extra}
+    path = tmp_path / "mine.yaml"
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    return str(path)
+
+
+def test_text_pair_jsonl_with_column_mapping(tmp_path):
+    folder = nli_folder(tmp_path / "my_nli")
+    cfg = load_config(write_yaml(tmp_path, {"name": "text_pair", "path": folder,
+                                            "columns": {"text_a": "sent1", "text_b": "sent2", "label": "gold"},
+                                            "labels": ["entails", "contradicts"]}, [["yes"], ["no"]]))
+    train, dev, test, labels = load_task(cfg, str(tmp_path / "no-root-needed"))
+    assert labels == ["entails", "contradicts"]
+    assert (len(train), len(dev), len(test)) == (16, 4, 6)  # dev.jsonl is the dev set: train is not split
+    first = sorted(train, key=lambda e: int(e.guid.split("-")[1]))[0]
+    assert (first.text_a, first.text_b, first.label) == ("the cat sat 0", "the dog ran 0", 0)
+    assert {e.label for e in test} == {0, 1}
+
+
+@pytest.mark.parametrize("ext", ["csv", "tsv"])
+def test_text_classification_csv_tsv_with_label_words_defining_the_labels(tmp_path, ext):
+    folder = tmp_path / "reviews"
+    folder.mkdir()
+    sep = "," if ext == "csv" else "\t"
+    for split, n in (("train", 10), ("test", 4)):
+        text = 'a fine, "quoted" film' if ext == "tsv" else "a fine film"
+        lines = [f"review{sep}stars"] + [f"{text} {i}{sep}{i % 2 + 1}" for i in range(n)]
+        (folder / f"{split}.{ext}").write_text("\n".join(lines) + "\n")
+    cfg = load_config(write_yaml(tmp_path, {"name": "text_classification", "path": str(folder), "dev_from_train": 0.2,
+                                            "columns": {"text_a": "review", "label": "stars"}},
+                                 {2: ["good"], 1: ["bad"]}))
+    assert cfg["dataset"]["labels"] == ["2", "1"]  # the label words' order is the class order
+    assert cfg["soft_verbalizer"]["label_words"] == [["good"], ["bad"]]
+    train, dev, test, labels = load_task(cfg, None)
+    assert len(train) + len(dev) == 10 and len(dev) >= 1 and len(test) == 4
+    row = next(e for e in train + dev if e.text_a.endswith(" 0"))
+    assert row.label == 1  # stars 1 -> the second label
+    assert all(e.text_b is None for e in test)
+    if ext == "tsv":
+        assert '"quoted"' in row.text_a  # tsv quotes are text
+
+
+def _bad(tmp_path, case):
+    folder = tmp_path / "data"
+    words = [["yes"], ["no"]]
+    ds = {"name": "text_pair", "path": str(folder), "columns": {"text_a": "sent1", "text_b": "sent2", "label": "gold"},
+          "labels": ["entails", "contradicts"]}
+    if case == "unknown_folder":
+        ds["path"] = str(tmp_path / "no_such_folder")
+        return ds, words, r"text_pair data folder '.*no_such_folder' not found"
+    nli_folder(folder)
+    if case == "missing_column":
+        ds["columns"]["text_b"] = "hypothesis"
+        return ds, words, r"train.jsonl has no column 'hypothesis' \(dataset.columns.text_b; row 0 has \['gold', 'id', 'sent1', 'sent2'\]\)"
+    if case == "label_without_words":
+        ds.pop("labels")
+        return ds, {"entails": ["yes"]}, None  # checked at load_config below
+    if case == "row_label_unknown":
+        write_jsonl(folder / "test.jsonl", [{"sent1": "a", "sent2": "b", "gold": "neutral"}])
+        return ds, words, r"test.jsonl row 0: label 'neutral' is not among the labels with label words \['entails', 'contradicts'\]"
+    if case == "missing_test":
+        os.remove(folder / "test.jsonl")
+        return ds, words, r"folder '.*data' has no test file \(looked for test.jsonl, test.csv, test.tsv\)"
+    raise AssertionError(case)
+
+
+@pytest.mark.parametrize("case", ["unknown_folder", "missing_column", "row_label_unknown", "missing_test"])
+def test_bad_data_is_one_line(tmp_path, case):
+    ds, words, match = _bad(tmp_path, case)
+    cfg = load_config(write_yaml(tmp_path, ds, words))
+    with pytest.raises((ValueError, FileNotFoundError), match=match) as e:
+        load_task(cfg, None)
+    assert "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("dataset,words,match", [
+    ({"labels": ["entails", "contradicts"]}, {"entails": ["yes"]}, r"label 'contradicts' has no label words: add it to soft_verbalizer.label_words"),
+    ({}, [["yes"], ["no"]], r"dataset.labels must list the label values"),
+    ({"labels": ["a", "b"], "columns": {"text_b": "x"}, "name": "text_classification"}, [["y"], ["n"]],
+     r"dataset.columns.text_b is not a field of text_classification \(two texts: dataset.name: text_pair\)"),
+    ({"labels": ["a", "b"], "path": None}, [["y"], ["n"]], r"needs dataset.path"),
+    ({"labels": ["a", "b"], "name": "cb"}, [["y"], ["n"], ["m"]], r"dataset.labels is for your own data"),
+])
+def test_bad_yaml_is_one_line(tmp_path, dataset, words, match):
+    ds = {"name": "text_pair", "path": str(tmp_path), **dataset}
+    with pytest.raises(ValueError, match=match):
+        load_config(write_yaml(tmp_path, ds, words))
+
+
+def test_cli_runs_your_own_data_and_says_where_it_came_from(tiny_model_dir, tmp_path, capsys):  # noqa: F811
+    folder = nli_folder(tmp_path / "my_nli")
+    config = write_yaml(tmp_path, {"name": "text_pair", "path": folder,
+                                   "columns": {"text_a": "sent1", "text_b": "sent2", "label": "gold"}},
+                        {"entails": ["yes"], "contradicts": ["no"]}, model=tiny_model_dir)
+    run = load_script("run")
+    out = str(tmp_path / "runs")
+    assert run.main(["--config", config, "--output-dir", out, "--quiet"]) == 0
+    printed = capsys.readouterr().out
+    assert f"data: text_pair from {folder} (dataset.path)" in printed and "test" in printed
+    metrics = json.load(open(os.path.join(out, "mine", "seed1", "metrics.json")))
+    assert metrics["data_source"].startswith("data: text_pair from") and metrics["sizes"] == {"train": 16, "dev": 4, "test": 6}
+    # predict reads rows in your own columns
+    from openprompt_ipt.runner.predict import load_run
+
+    preds = load_run(os.path.join(out, "mine", "seed1")).predict([{"sent1": "a cat", "sent2": "a dog", "gold": "entails"}])
+    assert set(preds[0]["probabilities"]) == {"entails", "contradicts"}
+    # a bad YAML through the CLI: exit 2 and one line on stderr
+    bad = write_yaml(tmp_path, {"name": "text_pair", "path": str(tmp_path / "nowhere"), "labels": ["a", "b"]},
+                     [["y"], ["n"]], model=tiny_model_dir)
+    capsys.readouterr()
+    assert run.main(["--config", bad, "--output-dir", out, "--quiet"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and err.startswith("error: text_pair data folder") and "nowhere" in err
