@@ -188,3 +188,21 @@ def test_accuracy_groups_pass_each_seed_its_stage_one_run(tmp_path, monkeypatch)
     assert len(started) == 1
     with pytest.raises(SystemExit, match="has no method 'nope'"):
         accuracy.source_method({"label": "x", "init_from_group": "rte_to_cb_stage1", "init_from_label": "nope"})
+
+
+def test_stage_one_group_keeps_what_init_from_reads(tmp_path):
+    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+    import accuracy
+
+    assert accuracy.load_group("rte_to_cb_stage1")["keep"] == ["template", "best.safetensors"]
+    run = tmp_path / "m" / "seed1"
+    os.makedirs(run / "template")
+    os.makedirs(run / "checkpoints" / "step-1")
+    for name in ("template/template.safetensors", "best.safetensors", "checkpoints/step-1/trainable.safetensors",
+                 "metrics.json"):
+        (run / name).write_text("x")
+    accuracy.prune_weights(str(tmp_path), ["template", "best.safetensors"])
+    assert (run / "template" / "template.safetensors").exists() and (run / "best.safetensors").exists()
+    assert not (run / "checkpoints" / "step-1" / "trainable.safetensors").exists() and (run / "metrics.json").exists()
+    accuracy.prune_weights(str(tmp_path))  # other groups: weights go
+    assert not (run / "best.safetensors").exists() and not (run / "template" / "template.safetensors").exists()
