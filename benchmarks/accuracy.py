@@ -12,6 +12,9 @@ At the end (and with ``--report-only``) the group's table is written to
 trainable prompt parameters, the paper's number and the gap to the row's base method.
 Per-run ``metrics.json``, ``config.json`` and ``log.csv`` stay under ``results/accuracy/<group>/``
 (committed; weights and checkpoints are not).
+Two-stage runs (IDPG A.4): a method with ``init_from_group: <group>`` starts each seed from that group's
+run of the same label (or ``init_from_label``) and seed (``--set init_from=...``) and waits until it has
+finished; a stage-1 group with ``keep: [template, best.safetensors]`` keeps what ``init_from`` reads.
 """
 from __future__ import annotations
 
