@@ -14,7 +14,6 @@ from typing import Dict, List, Sequence
 
 from ..serialization import load_trainable
 
-INIT_HEAD = ("auto", True, False)
 # template keys that say only how the text is worded: a run on another task may differ in them
 WORDING_KEYS = ("text",)
 
