@@ -12,6 +12,9 @@ At the end (and with ``--report-only``) the group's table is written to
 trainable prompt parameters, the paper's number and the gap to the row's base method.
 Per-run ``metrics.json``, ``config.json`` and ``log.csv`` stay under ``results/accuracy/<group>/``
 (committed; weights and checkpoints are not).
+Two-stage runs (IDPG A.4): a method with ``init_from_group: <group>`` starts each seed from that group's
+run of the same label (or ``init_from_label``) and seed (``--set init_from=...``) and waits until it has
+finished; a stage-1 group with ``keep: [template, best.safetensors]`` keeps what ``init_from`` reads.
 """
 from __future__ import annotations
 
@@ -63,9 +66,33 @@ def load_group(name: str, path: str = GROUPS_FILE) -> Dict:
         m["set"] = shared + list(m.get("set") or [])
         if m.get("runner") and m["runner"] not in RUNNERS:
             raise SystemExit(f"error: {m['label']}: unknown runner {m['runner']!r}; known: {', '.join(RUNNERS)}")
+        if m.get("init_from_group"):
+            source_method(m, path)  # the stage-1 group and method must exist
         if m.get("base") and m["base"] not in labels:
             raise SystemExit(f"error: {m['label']}: base {m['base']!r} is not a method of group {name}")
     return group
+
+
+def source_method(method: Dict, path: str = GROUPS_FILE) -> Dict:
+    """The stage-1 method of ``init_from_group`` (same label unless ``init_from_label``)."""
+    src, label = method["init_from_group"], method.get("init_from_label", method["label"])
+    with open(path) as f:
+        groups = yaml.safe_load(f)
+    if src not in groups:
+        raise SystemExit(f"error: {method['label']}: init_from_group {src!r} is not a group of {os.path.basename(path)}")
+    found = [m for m in groups[src]["methods"] if m["label"] == label]
+    if not found:
+        raise SystemExit(f"error: {method['label']}: group {src} has no method {label!r} (set init_from_label)")
+    return found[0]
+
+
+def init_dir(out: str, method: Dict, seed: int) -> Optional[str]:
+    """Two-stage runs: the stage-1 run this (method, seed) starts from (``init_from_group: <group>`` =
+    that group's run of the same label and seed, under the same results folder), else None."""
+    if not method.get("init_from_group"):
+        return None
+    src_out = os.path.join(os.path.dirname(os.path.abspath(out)), method["init_from_group"])
+    return run_dir(src_out, source_method(method), seed)
 
 
 def method_out(out: str, method: Dict) -> str:
@@ -82,7 +109,8 @@ def command(method: Dict, seed: int, out: str, extra: List[str]) -> List[str]:
     script, script_args = RUNNERS[method["runner"]] if method.get("runner") else ("experiments/run.py", [])
     cmd = [sys.executable, os.path.join(ROOT, *script.split("/"))] + script_args + ["--config", method["yaml"],
            "--seeds", str(seed), "--output-dir", os.path.join(method_out(out, method), slug(method["label"])), "--quiet"]
-    for item in list(method.get("set") or []) + extra:
+    start = init_dir(out, method, seed)
+    for item in list(method.get("set") or []) + ([f"init_from={start}"] if start else []) + extra:
         cmd += ["--set", item]
     if latest_checkpoint(run_dir(out, method, seed)) is not None:
         cmd.append("--resume")  # a run cut off mid-way (a session's end, a kill) continues, not restarts
@@ -107,6 +135,7 @@ def pending(group: Dict, out: str) -> List:
 
 
 NOT_STARTED = None  # run_job's result for a run that --stop-after kept from starting
+WAITING = "waiting"  # ... for a two-stage run whose stage-1 run has not finished
 
 
 def run_group(name: str, group: Dict, out: str, workers: int, threads: int, extra: List[str],
@@ -114,31 +143,38 @@ def run_group(name: str, group: Dict, out: str, workers: int, threads: int, extr
     """``stop_after``: minutes after which no further run starts (runs in flight finish), so a group
     that spans sessions stops between runs instead of losing the ones a hard stop would kill."""
     jobs = pending(group, out)
-    failures, skipped = [], 0
+    failures, skipped, waiting = [], 0, 0
     done = len(group["methods"]) * len(group["seeds"]) - len(jobs)
     print(f"group {name}: {len(jobs)} runs to do, {done} already finished", flush=True)
     deadline = time.time() + 60 * stop_after if stop_after is not None else None
 
-    def job(cmd, log):
+    def job(cmd, log, start):
         if deadline is not None and time.time() >= deadline:
             return NOT_STARTED
+        if start and not os.path.exists(os.path.join(start, "metrics.json")):
+            return WAITING
         return run_job(cmd, log, threads)
 
     with ThreadPoolExecutor(max_workers=workers) as pool:
         futures = {}
         for m, s in jobs:
             log = os.path.join(out, "logs", f"{slug(m['label'])}_seed{s}.log")
-            futures[pool.submit(job, command(m, s, out, extra), log)] = (m, s, log)
+            futures[pool.submit(job, command(m, s, out, extra), log, init_dir(out, m, s))] = (m, s, log)
         for fut in tqdm(as_completed(futures), total=len(futures), desc=name):
             m, s, log = futures[fut]
             if fut.result() is NOT_STARTED:
                 skipped += 1
+            elif fut.result() is WAITING:
+                waiting += 1
             elif fut.result() != 0:
                 failures.append(f"{m['label']} seed {s}: exit {fut.result()} (see {log})")
                 tqdm.write(f"FAILED {failures[-1]}")
     if skipped:
         print(f"group {name}: --stop-after {stop_after:g} min reached, {skipped} runs not started "
               "(rerun the same command to resume)", flush=True)
+    if waiting:
+        print(f"group {name}: {waiting} runs wait for their stage-1 run (init_from_group) to finish; rerun this "
+              "command after it", flush=True)
     return failures
 
 
@@ -215,10 +251,16 @@ def report(name: str, group: Dict, rows: List[Dict], command_line: str) -> Dict[
     return {f"{name}.md": "\n".join(lines) + "\n", f"{name}.csv": csv_buf.getvalue()}
 
 
-def prune_weights(out: str) -> None:
-    """Keep what the table needs (metrics, config, log); weights are re-creatable and large."""
+def prune_weights(out: str, keep=()) -> None:
+    """Keep what the table needs (metrics, config, log); weights are re-creatable and large. A group's
+    ``keep: [template, best.safetensors]`` keeps those (what a later stage's ``init_from`` reads)."""
+    keep = set([keep] if isinstance(keep, str) else keep or ())
     for dirpath, dirnames, filenames in os.walk(out):
+        if os.path.basename(dirpath) in keep:
+            continue
         for fn in filenames:
+            if fn in keep:
+                continue
             if fn.endswith(".safetensors") or fn.endswith(".pt") or fn.startswith("events.out"):
                 os.remove(os.path.join(dirpath, fn))
 
@@ -246,7 +288,7 @@ def main(argv=None) -> int:
         failures = run_group(args.group, group, out, args.workers, args.threads, args.extra, args.stop_after)
         print(f"group {args.group}: {(time.time() - start) / 60:.1f} min", flush=True)
         if not args.keep_weights:
-            prune_weights(out)
+            prune_weights(out, group.get("keep"))
     rows = collect(group, out)
     if not any(r["n"] for r in rows):
         print(f"error: no finished runs under {out}", file=sys.stderr)

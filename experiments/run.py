@@ -74,6 +74,8 @@ def build_parser(description=__doc__.split("\n")[0]) -> argparse.ArgumentParser:
                    help="run each seed and report mean ± std (default: the config's seed)")
     p.add_argument("--quiet", action="store_true", help="no progress bars or per-epoch lines")
     p.add_argument("--resume", action="store_true", help="continue from the newest checkpoint of each run directory")
+    p.add_argument("--init-from", default=None, metavar="RUN_DIR",
+                   help="start from a finished run's prompt (+ head when labels match): same as --set init_from=RUN_DIR")
     p.add_argument("--mixed-precision", choices=["no", "bf16", "fp16"], default=None,
                    help="autocast precision (same as --set train.mixed_precision=...)")
     p.add_argument("--gradient-accumulation-steps", type=int, default=None,
@@ -83,6 +85,8 @@ def build_parser(description=__doc__.split("\n")[0]) -> argparse.ArgumentParser:
 
 def _main(argv=None, parser=None, run_for=None) -> int:
     args = (parser or build_parser()).parse_args(argv)
+    if getattr(args, "init_from", None):
+        args.overrides.append(f"init_from={args.init_from}")
     if args.mixed_precision:
         args.overrides.append(f"train.mixed_precision={args.mixed_precision}")
     if args.gradient_accumulation_steps:

@@ -42,7 +42,7 @@ def multirc_row(p_idx, answers_per_question):
 def write_task(root, name):
     """A tiny copy of the task's folder under ``root``; returns its path."""
     folder = root / TASKS[name].default_path
-    if name in ("cb", "rte"):
+    if name in ("cb", "rte", "mnli"):
         labels = list(TASKS[name].labels)
         jsonl(folder / "train.jsonl", pair_rows(12, labels))
         jsonl(folder / "val.jsonl", pair_rows(6, labels))

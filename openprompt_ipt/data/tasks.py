@@ -218,6 +218,9 @@ TASKS: Dict[str, Task] = {t.name: t for t in [
          text_a=("premise",), text_b=("hypothesis",)),
     Task("rte", ("entailment", "not_entailment"), "superglue/RTE", _JSONL, ("super_glue", "rte"), _SG_HUB,
          text_a=("premise",), text_b=("hypothesis",)),
+    # IDPG A.4's intermediate task (hub only offline-less: glue/mnli; matched validation reported)
+    Task("mnli", ("entailment", "neutral", "contradiction"), "glue/MNLI", _JSONL, ("glue", "mnli"),
+         {"train": "train", "validation": "validation_matched"}, text_a=("premise",), text_b=("hypothesis",)),
     Task("boolq", ("False", "True"), "superglue/BoolQ", _JSONL, ("super_glue", "boolq"), _SG_HUB,
          text_a=("passage",), text_b=("question",)),
     Task("multirc", ("False", "True"), "superglue/MultiRC", _JSONL, ("super_glue", "multirc"), _SG_HUB,

@@ -34,6 +34,10 @@ DEFAULTS: Dict = {
     # held_out: select on dev, report on a split not used for selection. on_eval_set: the authors'
     # notebook protocol (best-on-val checkpoint's val score reported) - never the default, always labelled
     "selection": "held_out",
+    # start from a finished run's prompt (+ head when labels match; init_head: auto|true|false), IDPG A.4
+    "init_from": None, "init_head": "auto",
+    # start the task-level prompt / prefix from a PPT export (experiments/pretrain_ppt.py, docs/pretraining.md)
+    "init_prompt_from": None,
     "sweep": {},  # grid: {"section.key": [values, ...]}; best point on dev (few-shot: k-fold CV) per seed
 }
 PROTOCOLS = ("full", "few_shot", "low_resource")
@@ -152,6 +156,7 @@ def load_config(path: str, overrides: Iterable[str] = (), notes: List[str] | Non
     normalise(config)
     check_train(config)
     check_sweep(config, sweep)
+    check_init(config)
     config["sweep"] = sweep
     return config
 
@@ -213,6 +218,14 @@ def check_sweep(config: Dict, sweep: Dict[str, list]) -> None:
             valid = [k for k in _all_keys(config) if "." in k and k.split(".")[0] not in NOT_SWEEPABLE]
             valid += [f"{sec}.{arg}" for sec, args in class_keys.items() for arg in args]
             raise KeyError(f"unknown sweep key '{key}'{_nearest(key, valid)}")
+
+
+def check_init(config: Dict) -> None:
+    if config["init_head"] not in ("auto", True, False):
+        raise ValueError(f"init_head must be auto, true or false (got {config['init_head']!r})")
+    for key in ("init_from", "init_prompt_from"):
+        if config[key] is not None and not isinstance(config[key], str):
+            raise ValueError(f"{key} must be a folder path (got {config[key]!r})")
 
 
 def check_train(config: Dict) -> None:

@@ -273,6 +273,15 @@ def run_experiment(cfg: Dict, root: str | None = None, output_dir: str | None = 
     check_label_words(cfg, task.labels)
     train, dev, test, labels = splits if splits is not None else load_task(cfg, root)
     model, tokenizer, wrapper_class = (build or build_model)(cfg, train, len(labels), labels)
+    started_from = {}
+    if cfg.get("init_prompt_from"):  # PPT: the task-level prompt / prefix from a pre-training export
+        from ..pretraining.ppt_init import init_prompt_from
+
+        started_from["init_prompt_from"] = init_prompt_from(model, cfg, tokenizer)
+    if cfg.get("init_from"):  # a finished run's prompt (+ head), before training and before any resume
+        from .init_from import init_from_run
+
+        started_from["init_from"] = init_from_run(model, cfg, labels)
     n_prefix = getattr(model.template, "n_prefix", 0)
     max_len = min(int(cfg["plm"]["max_seq_length"]), max_positions(model.plm.config) - n_prefix)
     wrapper = wrapper_class(max_seq_length=max_len, tokenizer=tokenizer, truncate_method="balanced")  # OpenPrompt's "tail" crashes when a part empties
@@ -299,6 +308,8 @@ def run_experiment(cfg: Dict, root: str | None = None, output_dir: str | None = 
     result = {"dataset": cfg["dataset"]["name"], "template": cfg["template"], "test_split": reported,
               "metrics": list(task.metrics),
               "strategy": strategy_of(cfg), "method": method or paper_method_name(cfg), "backbone": cfg["plm"]["model_path"],
+              "backbone_shape": {"hidden_size": model.plm.config.hidden_size, "vocab_size": model.plm.config.vocab_size},
+              **started_from,
               "sizes": {k: len(v) for k, v in feats.items()}, "max_seq_length": max_len,
               "trainable": {"prompt": prompt_n, "head": head_n, "plm": plm_n},
               "best_dev": best_dev, "test": test_metrics, "history": train_cfg.history,

@@ -1,0 +1,57 @@
+"""``init_prompt_from: <PPT export>``: start Prompt Tuning's task prompt / Prefix Tuning's prefix from a
+PPT pre-training export (``ppt.py``). An export for another backbone or tokenizer, or another
+template shape, is refused in one line naming the re-export command."""
+from __future__ import annotations
+
+import json
+import os
+from typing import Dict
+
+from .export import is_finished
+from .ppt import FORMAT, PROMPT_FILE
+
+REEXPORT = "python experiments/pretrain_ppt.py --config yamls/pretrain_ppt.yaml --set experiment=<this YAML>"
+
+
+def init_prompt_from(model, cfg: Dict, tokenizer) -> Dict:
+    from safetensors import safe_open
+
+    from ..generators import tokenizer_fingerprint
+
+    export = cfg["init_prompt_from"]
+    path = os.path.join(export, PROMPT_FILE)
+    if not (is_finished(export) and os.path.isfile(path)):
+        raise FileNotFoundError(f"init_prompt_from '{export}' is not a finished PPT export (no {PROMPT_FILE} / DONE): "
+                                f"run {REEXPORT} first")
+    with safe_open(path, "pt") as f:
+        meta = f.metadata() or {}
+        state = {k: f.get_tensor(k) for k in f.keys()}
+    if meta.get("format") != FORMAT:
+        raise ValueError(f"init_prompt_from '{export}': {PROMPT_FILE} is not a PPT export (format {meta.get('format')!r})")
+    where = f"init_prompt_from '{export}' was pre-trained"
+    mine = tokenizer_fingerprint(tokenizer)
+    conf = model.plm.config
+    if meta.get("tokenizer_fingerprint") != mine:
+        raise ValueError(f"{where} for backbone '{meta.get('backbone')}' (tokenizer fingerprint "
+                         f"{meta.get('tokenizer_fingerprint')}) but this run's tokenizer is another ({mine}, "
+                         f"'{cfg['plm']['model_path']}'): re-export with {REEXPORT} --set plm.model_path={cfg['plm']['model_path']}")
+    for key, value in (("hidden_size", conf.hidden_size), ("vocab_size", conf.vocab_size)):
+        if meta.get(key) is not None and int(meta[key]) != int(value):
+            raise ValueError(f"{where} on a backbone with {key} {meta[key]} but this one has {value}: re-export with "
+                             f"{REEXPORT} --set plm.model_path={cfg['plm']['model_path']}")
+    if meta.get("template") != cfg["template"]:
+        raise ValueError(f"{where} for template '{meta.get('template')}' but this run uses '{cfg['template']}': "
+                         f"re-export with {REEXPORT}")
+    params = dict(model.template.named_parameters())
+    for name, tensor in state.items():
+        if name not in params:
+            raise ValueError(f"{where} with {name}, which this template lacks (its settings there: "
+                             f"{meta.get('template_settings')}): re-export with {REEXPORT}")
+        if tuple(params[name].shape) != tuple(tensor.shape):
+            raise ValueError(f"{where} with {name} of shape {tuple(tensor.shape)} but this template's is "
+                             f"{tuple(params[name].shape)} (its settings there: {meta.get('template_settings')}): "
+                             f"re-export with {REEXPORT}")
+    for name, tensor in state.items():
+        params[name].data.copy_(tensor.to(params[name].dtype))
+    print(f"init_prompt_from: {len(state)} PPT tensors ({', '.join(state)}) from {export}")
+    return {"export": export, "tensors": sorted(state), "settings": json.loads(meta.get("template_settings", "{}"))}

@@ -1,0 +1,131 @@
+"""Start a run from a finished run (IDPG A.4's supplementary training: intermediate task, then target).
+
+``init_from: <run dir>`` (a seed directory written by ``experiments/run.py``) copies that run's trained
+prompt / generator weights (``template/``, the best-on-dev epoch) into the new model before training;
+the head (``verbalizer.*`` of its ``best.safetensors``) comes along when ``init_head`` allows it and the
+label sets match. A run of another template, backbone or template structure is refused in one line,
+before anything trains: the weights would load into the wrong places or not at all.
+"""
+from __future__ import annotations
+
+import json
+import os
+from typing import Dict, List, Sequence
+
+from ..serialization import load_trainable
+
+# template keys that say only how the text is worded: a run on another task may differ in them
+WORDING_KEYS = ("text",)
+
+
+def _flat(section, prefix: str = "") -> Dict:
+    out = {}
+    for key, value in (section or {}).items():
+        if isinstance(value, dict):
+            out.update(_flat(value, f"{prefix}{key}."))
+        else:
+            out[prefix + key] = value
+    return out
+
+
+def read_source(run_dir: str) -> Dict:
+    """The source run's config; one clear error when ``run_dir`` is not a finished run with a template."""
+    cfg_path = os.path.join(run_dir, "config.json")
+    weights = os.path.join(run_dir, "template", "template.safetensors")
+    for path in (cfg_path, weights):
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"init_from '{run_dir}' is not a finished run: {os.path.relpath(path, run_dir)} is "
+                                    "missing (point it at a seed directory of a finished run, e.g. runs/<config>/seed1)")
+    with open(cfg_path) as f:
+        return json.load(f)
+
+
+def check_compatible(cfg: Dict, source: Dict, run_dir: str) -> None:
+    """Same template class, backbone and template structure (the wording of the text may differ)."""
+    where = f"init_from '{run_dir}'"
+    if source["template"] != cfg["template"]:
+        raise ValueError(f"{where} trained template '{source['template']}' but this run uses '{cfg['template']}': "
+                         "start from a run of the same template")
+    if str(source["plm"]["model_path"]) != str(cfg["plm"]["model_path"]):
+        raise ValueError(f"{where} was trained on backbone '{source['plm']['model_path']}' but this run uses "
+                         f"'{cfg['plm']['model_path']}': start from a run of the same backbone")
+    mine, theirs = _flat(cfg.get(cfg["template"])), _flat(source.get(source["template"]))
+    for key in sorted(set(mine) | set(theirs)):
+        if key.split(".")[-1] in WORDING_KEYS or key in WORDING_KEYS:
+            continue
+        if mine.get(key) != theirs.get(key):
+            raise ValueError(f"{where}: {cfg['template']}.{key} is {theirs.get(key)!r} there but {mine.get(key)!r} "
+                             "here: use the source run's template settings (only the text may differ)")
+
+
+def check_backbone_shape(model, source_metrics: Dict, run_dir: str) -> None:
+    """Same hidden and vocabulary size as the source run recorded (a re-used model name can hide another model)."""
+    shape = source_metrics.get("backbone_shape")
+    if not shape:
+        return
+    conf = model.plm.config
+    here = {"hidden_size": conf.hidden_size, "vocab_size": conf.vocab_size}
+    for key, value in here.items():
+        if shape.get(key) is not None and int(shape[key]) != int(value):
+            raise ValueError(f"init_from '{run_dir}': its backbone has {key} {shape[key]} but this one has {value}: "
+                             "start from a run of the same backbone")
+
+
+def init_from_run(model, cfg: Dict, labels: Sequence[str], log=print) -> Dict:
+    """Load the source run's prompt (and, when allowed and the labels match, head) into ``model``.
+    Returns what was loaded (it goes into metrics.json)."""
+    run_dir = str(cfg["init_from"]).replace("{seed}", str(cfg["seed"]))  # each seed from its own stage-1 run
+    source = read_source(run_dir)
+    check_compatible(cfg, source, run_dir)
+    metrics_path = os.path.join(run_dir, "metrics.json")
+    source_metrics = {}
+    if os.path.isfile(metrics_path):
+        with open(metrics_path) as f:
+            source_metrics = json.load(f)
+    check_backbone_shape(model, source_metrics, run_dir)
+    weights = os.path.join(run_dir, "template", "template.safetensors")
+    try:
+        load_trainable(model.template, weights)
+    except ValueError as e:
+        raise ValueError(f"init_from '{run_dir}': {e}") from None
+    from safetensors import safe_open
+
+    with safe_open(weights, "pt") as f:
+        n_template = len(list(f.keys()))
+    info = {"run": run_dir, "template_tensors": n_template, "head": _load_head(model, cfg, source, labels, run_dir)}
+    log(f"init_from: prompt weights ({n_template} tensors) from {run_dir}; head: {info['head']}")
+    return info
+
+
+def _source_labels(source: Dict) -> List[str]:
+    from ..data import get_task
+
+    return list(get_task(source["dataset"]["name"]).labels)
+
+
+def _load_head(model, cfg: Dict, source: Dict, labels: Sequence[str], run_dir: str) -> str:
+    mode = cfg.get("init_head", "auto")
+    if mode is False:
+        return "not loaded (init_head: false)"
+    theirs, mine = _source_labels(source), list(labels)
+    same = (theirs == mine and source["verbalizer"] == cfg["verbalizer"]
+            and (source.get(source["verbalizer"]) or {}) == (cfg.get(cfg["verbalizer"]) or {}))
+    best = os.path.join(run_dir, "best.safetensors")
+    reason = None
+    if not same:
+        reason = f"label sets differ ({theirs} there, {mine} here, or another verbalizer / label words)"
+    elif not os.path.isfile(best):
+        reason = "the source run kept no best.safetensors"
+    if reason:
+        if mode is True:
+            raise ValueError(f"init_head: true but init_from '{run_dir}' has no usable head: {reason}")
+        return f"not loaded: {reason}"
+    from safetensors.torch import load_file
+
+    state = {k[len("verbalizer."):]: v for k, v in load_file(best).items() if k.startswith("verbalizer.")}
+    params = dict(model.verbalizer.named_parameters())
+    for name, value in state.items():
+        if name not in params or params[name].shape != value.shape:
+            raise ValueError(f"init_from '{run_dir}': head weight {name} does not fit this verbalizer")
+        params[name].data.copy_(value)
+    return f"loaded ({len(state)} tensors, labels {mine})"
