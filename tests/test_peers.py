@@ -178,3 +178,27 @@ def test_param_counts_adapter_rows_match_idpg_a12():
     text = "\n".join(pc.peer_lines(counts))
     assert "| **Adapter** | **total** | **1,622,784 (1.55M)** | **1,622,784 (1.55M)** | **+0** |" in text
     assert "**149,824 (146.31K)** | **152,832 (149.25K)** | **-3,008**" in text
+
+
+def test_efficiency_benchmark_times_the_peers_on_their_own_backbone_copies(tmp_path):
+    """The peers' rows in benchmarks/efficiency.py: each library modifies a copy of the backbone, so the
+    methods built beside them (Prompt Tuning here) keep an unmodified one."""
+    pytest.importorskip("adapters")
+    pytest.importorskip("peft")
+    from conftest import _bert
+
+    model, _ = _bert(str(tmp_path))
+    model.save_pretrained(str(tmp_path / "bert"))
+    spec = importlib.util.spec_from_file_location("efficiency", os.path.join(ROOT, "benchmarks", "efficiency.py"))
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    out = tmp_path / "perf.md"
+    names = "Prompt Tuning,Adapter,Compacter,LoRA"
+    assert bench.main(["--backbone", str(tmp_path / "bert"), "--batch-size", "2", "--seq-len", "24", "--rounds", "1",
+                       "--steps", "1", "--no-memory", "--methods", names, "--data-root", str(tmp_path / "none"),
+                       "--output", str(out)]) == 0
+    rows = {line.split(" | ")[0].strip("| "): line.split(" | ") for line in out.read_text().splitlines()
+            if line.startswith("| ")}
+    for name, method in (("Adapter", "adapter"), ("Compacter", "compacter"), ("LoRA", "lora")):
+        assert rows[name][1] == f"{TINY_COUNTS[method]:,}"
+    assert rows["Prompt Tuning"][1] == "640"  # 20 x 32: no adapter leaked into the shared backbone
