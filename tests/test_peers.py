@@ -60,6 +60,10 @@ def test_unknown_peer_method_and_key_are_one_line(tmp_path):
     cfg = load_config(os.path.join(ROOT, "yamls", "cb_compacter.yaml"))  # defaults filled in, libraries not imported
     assert cfg["peer"] == {"method": "compacter", "bottleneck": 16, "phm_dim": 4, "architecture": "compacter",
                            "shared_phm_rule": True, "non_linearity": None}
+    from openprompt_ipt.runner.experiment import paper_method_name
+
+    assert [paper_method_name(load_config(os.path.join(ROOT, "yamls", f"rte_{m}.yaml"))) for m in LIBRARY] == \
+        ["Adapter", "Compacter", "LoRA"]
 
 
 @pytest.mark.parametrize("method", ["adapter", "lora"])
