@@ -206,3 +206,24 @@ def test_efficiency_benchmark_times_the_peers_on_their_own_backbone_copies(tmp_p
     for name, method in (("Adapter", "adapter"), ("Compacter", "compacter"), ("LoRA", "lora")):
         assert rows[name][1] == f"{TINY_COUNTS[method]:,}"
     assert rows["Prompt Tuning"][1] == "640"  # 20 x 32: no adapter leaked into the shared backbone
+
+
+def test_a_peer_run_resumes_from_its_checkpoint(tmp_path):
+    """A run cut off after epoch 1 continues from that checkpoint (the peer's weights load by name) and
+    ends where the uninterrupted run ended."""
+    pytest.importorskip("peft")
+    import shutil
+
+    from openprompt_ipt.runner.experiment import run_experiment
+
+    cfg = load_config(_cfg(tmp_path, {"method": "lora"}), ["train.keep_checkpoints=5"])
+    out = tmp_path / "run"
+    full = run_experiment(cfg, output_dir=str(out), show_progress=False)
+    steps = sorted(d for d in os.listdir(out / "checkpoints") if d.startswith("step-"))
+    assert len(steps) == 2  # one per epoch
+    shutil.rmtree(out / "checkpoints" / steps[1])  # the run "died" during epoch 2
+    (out / "checkpoints" / "latest").write_text(steps[0])
+    os.remove(out / "metrics.json")
+    resumed = run_experiment(cfg, output_dir=str(out), show_progress=False, resume=True)
+    assert resumed["training"]["resumed_from_step"] == int(steps[0].split("-")[1])
+    assert resumed["test"] == full["test"] and resumed["best_dev"] == full["best_dev"]
