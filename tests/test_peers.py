@@ -227,3 +227,17 @@ def test_a_peer_run_resumes_from_its_checkpoint(tmp_path):
     resumed = run_experiment(cfg, output_dir=str(out), show_progress=False, resume=True)
     assert resumed["training"]["resumed_from_step"] == int(steps[0].split("-")[1])
     assert resumed["test"] == full["test"] and resumed["best_dev"] == full["best_dev"]
+
+
+def test_accuracy_study_refuses_peer_rows_without_their_library(tmp_path, monkeypatch):
+    """Without the peers extra, `accuracy.py --group cb_peer_family` stops with one line before any run."""
+    monkeypatch.setitem(sys.modules, "adapters", None)
+    spec = importlib.util.spec_from_file_location("accuracy", os.path.join(ROOT, "benchmarks", "accuracy.py"))
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    started = []
+    monkeypatch.setattr(bench, "run_job", lambda *a: started.append(a) or 0)
+    with pytest.raises(SystemExit) as err:
+        bench.main(["--group", "cb_peer_family", "--out", str(tmp_path / "g"), "--docs", str(tmp_path / "docs")])
+    assert str(err.value) == f"error: Adapter: the peer methods need the 'adapters' package: {INSTALL}"
+    assert started == [] and not (tmp_path / "docs").exists()
