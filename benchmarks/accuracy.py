@@ -265,6 +265,22 @@ def prune_weights(out: str, keep=()) -> None:
                 os.remove(os.path.join(dirpath, fn))
 
 
+def check_peer_libraries(group: Dict, out: str) -> None:
+    """Rows whose YAML has a ``peer:`` section (Adapter, Compacter, LoRA) need their library in this venv:
+    one line before any run starts, not one failure per run."""
+    from openprompt_ipt.runner.peers import require
+
+    for m, _ in pending(group, out):
+        with open(os.path.join(ROOT, m["yaml"])) as f:
+            peer = (yaml.safe_load(f) or {}).get("peer") or {}
+        if peer.get("method"):
+            from openprompt_ipt.runner.peers import METHODS
+            try:
+                require(METHODS[peer["method"]][0])
+            except ImportError as e:
+                raise SystemExit(f"error: {m['label']}: {e}") from None
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--group", required=True, help="a group of benchmarks/accuracy_groups.yaml")
@@ -284,6 +300,7 @@ def main(argv=None) -> int:
     out = args.out or os.path.join(ROOT, "results", "accuracy", args.group)
     failures = []
     if not args.report_only:
+        check_peer_libraries(group, out)
         start = time.time()
         failures = run_group(args.group, group, out, args.workers, args.threads, args.extra, args.stop_after)
         print(f"group {args.group}: {(time.time() - start) / 60:.1f} min", flush=True)

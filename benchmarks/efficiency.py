@@ -8,7 +8,8 @@ with the same number of prompt positions (t = 20; IPT: 4 task + 16 instance). Me
 interleaved round by round so machine noise hits all of them alike; the step time is the median
 over all rounds. Peak memory: each method in a fresh subprocess (CPU: peak RSS; GPU: max
 allocated). PEFT's prompt tuning and prefix tuning (``pip install peft``) run as the peer, on the
-same backbone with the same SoftVerbalizer head.
+same backbone with the same SoftVerbalizer head; so do Adapter, Compacter and LoRA (the ``peers`` extra,
+``openprompt_ipt/runner/peers.py``), each on its own copy of the backbone, which their libraries modify.
 """
 from __future__ import annotations
 
@@ -62,6 +63,10 @@ METHODS = {
                                   idpg=dict(M_IDPG, encoder="glove", phm_n=2, input_from="layer0"))),
     "PEFT prompt tuning": ("peft_prompt", {}),
     "PEFT prefix tuning": ("peft_prefix", {}),
+    # peer methods from their libraries (YAML defaults: m = 16, n = 4; LoRA r = 8 on query / value)
+    "Adapter": ("peer_adapter", {}),
+    "Compacter": ("peer_compacter", {}),
+    "LoRA": ("peer_lora", {}),
 }
 
 
@@ -109,6 +114,13 @@ def build(name, model, tokenizer, num_classes=3):
         verbalizer = head()
         plain = InstanceWiseTemplate(model, tokenizer, text=TEXT, strategy="none")  # PEFT reads plain token ids
         return PeftClassifier(model, plain, verbalizer, kind[5:], T), IW
+    if kind.startswith("peer_"):
+        from openprompt_ipt import InstanceWiseTemplate
+        from openprompt_ipt.runner.peers import PeerClassifier, attach, check_peer
+        own = copy.deepcopy(model)  # the library inserts its modules into the backbone: not the shared one
+        plain = InstanceWiseTemplate(own, tokenizer, text=TEXT, strategy="none")
+        pm = PromptForClassification(own, plain, head(), freeze_plm=True, plm_eval_mode=True)
+        return PeerClassifier(pm, attach(own, check_peer({"method": kind[5:]}))), IW
     if kind == "finetune":
         model = copy.deepcopy(model).requires_grad_(True)  # the shared backbone may be frozen by now
         from openprompt_ipt import InstanceWiseTemplate
@@ -192,8 +204,9 @@ def prepare(args, names):
     if not args.keep_mlm_head:
         skip_mlm_head(model)
         for m in built.values():
-            if hasattr(m, "plm") and m.plm is not model:  # the fine-tuning copy
-                skip_mlm_head(m.plm)
+            plm = getattr(getattr(m, "prompt_model", m), "plm", None)  # a peer's plm is a view: its module
+            if plm is not None and plm is not model:  # the fine-tuning and peer copies
+                skip_mlm_head(plm)
     runs = {}
     for name, m in built.items():
         m.to(device).train()
@@ -283,6 +296,13 @@ def main(argv=None) -> int:
     except ImportError:
         print("peft not installed (pip install peft): the PEFT peer rows are skipped")
         names = [n for n in names if not METHODS[n][0].startswith("peft_")]
+    from openprompt_ipt.runner.peers import METHODS as PEERS
+    for peer, (library, _) in PEERS.items():
+        try:
+            __import__(library)
+        except ImportError:
+            print(f"{library} not installed (pip install -e \".[peers]\"): the {peer} row is skipped")
+            names = [n for n in names if METHODS[n][0] != f"peer_{peer}"]
     torch.manual_seed(0)
     runs, model, device = prepare(args, names)
     times = {n: [] for n in names}

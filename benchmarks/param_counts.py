@@ -5,6 +5,8 @@
 Builds each configuration with random weights from the config shipped in openprompt_ipt/configs
 (vocab 50265, hidden 1024, 24 layers, 16 heads; no download) and counts the template's trainable
 parameters (the classification head excluded). t = 5 prompt tokens throughout, as in the paper.
+With the ``peers`` extra installed (README: Peer methods), the Adapter and Compacter rows are counted
+from AdapterHub's real modules on the same architecture (meta weights) and set against A.1.2's sums.
 """
 from __future__ import annotations
 
@@ -76,6 +78,85 @@ def random_glove(path: str, tokenizer, dim: int = 300) -> str:
     return path
 
 
+# IDPG A.1.2's arithmetic, term by term (d = 1024, m = 16, n = 4, 2 modules in each of 24 layers)
+D, M, N, SITES = 1024, 16, 4, 24 * 2
+ADAPTER_A12 = [("down-projection W + bias", (D * M + M) * SITES), ("up-projection W + bias", (M * D + D) * SITES)]
+COMPACTER_A12 = [("down s_i", D // N * N * SITES), ("down t_i", M // N * N * SITES), ("hidden bias", M * SITES),
+                 ("up s_i", D // N * N * SITES), ("up t_i", M // N * N * SITES), ("output bias", D * SITES),
+                 ("shared A_i", N ** 3 * SITES)]
+
+
+def kilo(n: int) -> str:
+    """The paper's K and M are 1024 and 1024² (Table 2: 1,622,784 is "1.55M", 152,832 is "149.25K")."""
+    return f"{n / 1024 ** 2:.2f}M" if n >= 1024 ** 2 else f"{n / 1024:.2f}K"
+
+
+def compacter_term(name: str) -> str:
+    """The A.1.2 term a parameter of adapters' Compacter is (PHMLayer: W = sum_i A_i (x) s_i t_i)."""
+    if name.endswith("phm_rule"):
+        return "shared A_i"
+    side = "down" if ".adapter_down." in name else "up"
+    if name.endswith(".b"):
+        return "hidden bias" if side == "down" else "output bias"
+    # W_left is (n, in/n, rank), W_right (n, rank, out/n): the d-sized factor is s_i, the m-sized t_i
+    big = name.endswith("W_left") == (side == "down")
+    return f"{side} {'s_i' if big else 't_i'}"
+
+
+def peer_counts(architecture: str = "roberta-large"):
+    """{method: {term: count}} from the real adapters modules on ``architecture`` (meta tensors: no
+    weights are allocated), or None without the peers extra."""
+    import json
+
+    try:
+        import adapters  # noqa: F401
+    except ImportError:
+        return None
+    import torch
+    from transformers import AutoConfig, AutoModelForMaskedLM
+
+    from openprompt_ipt.runner.peers import attach, check_peer
+    from openprompt_ipt.shapes import CONFIG_DIR
+
+    with open(os.path.join(CONFIG_DIR, f"{architecture}.json")) as f:
+        config = AutoConfig.for_model(**json.load(f))
+    out = {}
+    for method in ("adapter", "compacter"):
+        with torch.device("meta"):
+            model = AutoModelForMaskedLM.from_config(config)
+            modules = attach(model, check_peer({"method": method, "bottleneck": M}))
+        terms = {}
+        for module in modules:
+            for name, p in module.named_parameters():
+                key = compacter_term(name) if method == "compacter" else \
+                    ("down-projection W + bias" if "adapter_down" in name else "up-projection W + bias")
+                terms[key] = terms.get(key, 0) + p.numel()
+        out[method] = terms
+    return out
+
+
+def peer_lines(counts) -> list:
+    if counts is None:
+        return ["", "Adapter / Compacter rows: install the peers extra (README: Peer methods) to count them."]
+    lines = ["", "Adapter (Houlsby, m = 16) and Compacter (n = 4, m = 16, shared A) from AdapterHub `adapters` "
+             f"{__import__('adapters').__version__}, meta weights; K = 1024 as in Table 2.", "",
+             "| method | term | ours (real modules) | A.1.2 arithmetic | difference |", "|---|---|---:|---:|---:|"]
+    for method, paper in (("Adapter", ADAPTER_A12), ("Compacter", COMPACTER_A12)):
+        ours = counts[method.lower()]
+        for term, n in paper:
+            lines.append(f"| {method} | {term} | {ours.get(term, 0):,} | {n:,} | {ours.get(term, 0) - n:+,} |")
+        total, total_paper = sum(ours.values()), sum(n for _, n in paper)
+        lines.append(f"| **{method}** | **total** | **{total:,} ({kilo(total)})** | **{total_paper:,} "
+                     f"({kilo(total_paper)})** | **{total - total_paper:+,}** |")
+    lines += ["", "Where they differ: only the Compacter's shared A_i. A.1.2 counts n³ = 64 per compacter "
+              "(4³ × 24 × 2 = 3,072), but the A_i are shared by every layer (and, in `adapters`, by the down and "
+              "the up projection): the real model holds one 4×4×4 tensor, 64 parameters, 3,008 fewer. Every other "
+              "term matches exactly, biases included: A.1.2 counts each module's hidden bias (m) and output bias (d), "
+              "as the modules have; neither Houlsby's adapter nor the Compacter adds a LayerNorm (they reuse the "
+              "transformer's), and A.1.2 counts none."]
+    return lines
+
+
 def count(cls, model, tokenizer, kwargs) -> int:
     if cls is GeneratedPrefixTemplate:
         kwargs = dict(kwargs, prompt_length=T)
@@ -121,7 +202,11 @@ def main(argv=None) -> int:
     lines += ["", "| other methods (ours, same architecture) | configuration counted | trainable |", "|---|---|---:|"]
     for name, cls, kwargs in EXTRA_ROWS:
         lines.append(f"| {name} | {configuration(cls, kwargs)} | {count(cls, model, tokenizer, kwargs):,} |")
-    lines += ["", f"_{time.time() - started:.0f} s_"]
+    counts = peer_counts(args.architecture)
+    lines += peer_lines(counts)
+    if counts is not None:  # Adapter must be A.1.2's number exactly; the Compacter's gap is explained above
+        ok &= sum(counts["adapter"].values()) == sum(n for _, n in ADAPTER_A12)
+    lines += ["", f"_{time.time() - started:.0f} s (Adapter / Compacter rows: run in the peers venv)_"]
     text = "\n".join(lines)
     print(text)
     if args.output:

@@ -146,6 +146,10 @@ def load_config(path: str, overrides: Iterable[str] = (), notes: List[str] | Non
     template_name = raw.get("template", DEFAULTS["template"])
     verbalizer_name = raw.get("verbalizer", DEFAULTS["verbalizer"])
     sections = {template_name: raw.get(template_name, {}), verbalizer_name: raw.get(verbalizer_name, {})}
+    if "peer" in raw:  # a peer method (runner/peers.py): Adapter, Compacter, LoRA; checked without importing them
+        from .peers import check_peer
+
+        sections["peer"] = raw["peer"] = check_peer(raw["peer"])
     sweep = flatten_sweep(raw.pop("sweep", None) or {})
     config = _merge(DEFAULTS, raw, "", sections)
     _check_class_section(config, "template", template_name)

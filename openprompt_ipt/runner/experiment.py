@@ -215,6 +215,9 @@ _ENCODER = {"textcnn": "CNN", "lstm": "RNN", "mlp": "MLP"}
 def paper_method_name(cfg: Dict) -> str:
     """The method as the papers' tables name it (IPT Table 2, IDPG Table 1): 'PT + Encoder IPT (CNN)',
     'Prefix + Random IPT', 'P-tuning v2', 'M-IDPG-PHM-GloVe', 'Fine-tuning', ..."""
+    if (cfg.get("peer") or {}).get("method"):
+        from .peers import LABELS
+        return LABELS[cfg["peer"]["method"]]
     template = cfg["template"]
     section = cfg.get(template) or {}
     if template != "generated_prefix":
@@ -272,6 +275,8 @@ def run_experiment(cfg: Dict, root: str | None = None, output_dir: str | None = 
                          f"choose one of {list(task.metrics)}")
     check_label_words(cfg, task.labels)
     train, dev, test, labels = splits if splits is not None else load_task(cfg, root)
+    if build is None and (cfg.get("peer") or {}).get("method"):  # a `peer:` section: Adapter, Compacter, LoRA
+        from .peers import build_peer as build
     model, tokenizer, wrapper_class = (build or build_model)(cfg, train, len(labels), labels)
     started_from = {}
     if cfg.get("init_prompt_from"):  # PPT: the task-level prompt / prefix from a pre-training export
