@@ -71,6 +71,16 @@ def _roberta(tmp):
     return RobertaForMaskedLM(cfg).eval(), tok
 
 
+@pytest.fixture(scope="module")
+def one_thread():
+    """Tiny models gain nothing from intra-op threads; on a busy 2-core machine OpenMP spin-waits make them
+    10-20x slower. Modules that train a lot: ``pytestmark = pytest.mark.usefixtures("one_thread")``."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 @pytest.fixture(scope="session")
 def tiny_dir(tmp_path_factory):
     return str(tmp_path_factory.mktemp("tiny"))

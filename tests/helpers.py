@@ -44,3 +44,20 @@ def build_prefix(model, tokenizer, num_classes=2, **template_kwargs):
     template = GeneratedPrefixTemplate(model, tokenizer, **template_kwargs)
     verbalizer = SoftVerbalizer(tokenizer, model, num_classes=num_classes, label_words=[["yes"], ["no"], ["maybe"]][:num_classes])
     return PromptForClassification(model, template, verbalizer, freeze_plm=True, plm_eval_mode=True)
+
+
+def interrupt_at_eval(monkeypatch, n: int = 2):
+    """Make the trainer's n-th dev evaluation raise KeyboardInterrupt (a run killed mid-way); returns
+    ``restore()``, which puts the real evaluation back for the resumed run."""
+    from openprompt_ipt.training import trainer as trainer_mod
+
+    real_eval, calls = trainer_mod.evaluate, [0]
+
+    def dying_eval(*a, **k):
+        calls[0] += 1
+        if calls[0] == n:
+            raise KeyboardInterrupt
+        return real_eval(*a, **k)
+
+    monkeypatch.setattr(trainer_mod, "evaluate", dying_eval)
+    return lambda: monkeypatch.setattr(trainer_mod, "evaluate", real_eval)

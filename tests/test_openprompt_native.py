@@ -59,13 +59,7 @@ VARIANTS = {  # name: (template, section); our runner and OpenPrompt read the sa
 VERBALIZERS = ("manual_verbalizer", "soft_verbalizer")
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """Tiny models gain nothing from intra-op threads, and on a shared CI box they thrash (10x slower)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")  # conftest.py
 
 
 @pytest.fixture(scope="module")

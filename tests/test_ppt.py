@@ -6,6 +6,7 @@ import random
 import pytest
 import torch
 
+from helpers import interrupt_at_eval
 from test_predict_and_runs import tiny_cfg, tiny_model_dir  # noqa: F401  (fixture)
 from test_training import write_cb
 
@@ -66,7 +67,6 @@ def test_export_resume_and_init_prompt_from(tmp_path, tiny_model_dir, monkeypatc
     from safetensors import safe_open
 
     from openprompt_ipt.pretraining.ppt import run_ppt
-    from openprompt_ipt.training import trainer as trainer_mod
 
     cfg = ppt_cfg(tmp_path, tiny_model_dir)
     full = run_ppt(cfg, output_dir=str(tmp_path / "full"), show_progress=False, log=lambda *_: None)
@@ -78,19 +78,13 @@ def test_export_resume_and_init_prompt_from(tmp_path, tiny_model_dir, monkeypatc
     assert keys == ["task_prompt"] and meta["template"] == "instance_wise" and meta["hidden_size"] == "32"
     assert full["corpus"]["pairs"] == {"train": 24, "dev": 3, "test": 3}
 
-    real_eval, calls, logs = trainer_mod.evaluate, [0], []
-
-    def dying_eval(*a, **k):  # killed at the second dev evaluation: epoch 1's checkpoint is on disk
-        calls[0] += 1
-        if calls[0] == 2:
-            raise KeyboardInterrupt
-        return real_eval(*a, **k)
-    monkeypatch.setattr(trainer_mod, "evaluate", dying_eval)
+    logs = []
+    restore = interrupt_at_eval(monkeypatch, 2)  # killed at the second dev evaluation: epoch 1's checkpoint is on disk
     out = str(tmp_path / "killed")
     with pytest.raises(KeyboardInterrupt):
         run_ppt(cfg, output_dir=out, show_progress=False, log=logs.append)
     assert os.path.isdir(out + ".partial") and not os.path.exists(out)
-    monkeypatch.setattr(trainer_mod, "evaluate", real_eval)
+    restore()
     resumed = run_ppt(cfg, output_dir=out, show_progress=False, log=logs.append)
     assert any(str(m).startswith("resuming PPT pre-training from") for m in logs)
     assert resumed["history"] == full["history"]

@@ -4,6 +4,7 @@ import os
 
 import pytest
 
+from helpers import interrupt_at_eval
 from test_training import write_cb
 
 
@@ -78,25 +79,16 @@ def load_script(name):
 
 def test_runner_resume_equals_uninterrupted_and_rejects_changed_config(tiny_model_dir, tmp_path, monkeypatch, capsys):
     from openprompt_ipt.runner.experiment import run_experiment
-    from openprompt_ipt.training import trainer as trainer_mod
 
     data = write_cb(tmp_path / "CB")
     cfg = tiny_cfg(tiny_model_dir, data, checkpoint_every=1)
     full = run_experiment(cfg, output_dir=str(tmp_path / "full"), show_progress=False)
 
-    real_eval, calls = trainer_mod.evaluate, [0]
-
-    def dying_eval(*a, **k):  # kill the run at its second dev evaluation (end of epoch 2, before its checkpoint)
-        calls[0] += 1
-        if calls[0] == 2:
-            raise KeyboardInterrupt
-        return real_eval(*a, **k)
-
-    monkeypatch.setattr(trainer_mod, "evaluate", dying_eval)
+    restore = interrupt_at_eval(monkeypatch, 2)  # killed at the second dev evaluation (end of epoch 2, before its checkpoint)
     out = str(tmp_path / "killed")
     with pytest.raises(KeyboardInterrupt):
         run_experiment(cfg, output_dir=out, show_progress=False)
-    monkeypatch.setattr(trainer_mod, "evaluate", real_eval)
+    restore()
     changed = tiny_cfg(tiny_model_dir, data, checkpoint_every=1, lr_prompt=0.01)
     with pytest.raises(ValueError, match=r"config differs .* at train.lr_prompt: 0.05 -> 0.01 \("):
         run_experiment(changed, output_dir=out, show_progress=False, resume=True)

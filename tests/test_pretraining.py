@@ -59,13 +59,7 @@ def mapping_dict(**source_overrides):
     return m
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny models: one thread avoids OpenMP spin-waits on a busy 2-core machine (10-20x slower)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")  # conftest.py
 
 
 @pytest.fixture(scope="module")

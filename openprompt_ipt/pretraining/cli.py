@@ -1,0 +1,37 @@
+"""The command line both pretraining scripts share (experiments/pretrain_categories.py, pretrain_ppt.py):
+config + overrides, data root, export folder, resume-or-overwrite, one error line, exit codes."""
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Callable, List, Optional
+
+
+def run_pretraining_cli(argv: Optional[List[str]], doc: str, config_help: str, set_example: str,
+                        output_help: str, run: Callable[[argparse.Namespace], str]) -> int:
+    """Parse the shared flags, call ``run(args)`` (returns the text to print) and map failures to one line."""
+    p = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--config", required=True, help=config_help)
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE",
+                   help=f"override a config value, e.g. --set {set_example} (repeatable)")
+    p.add_argument("--data-root", default=None, help="folder holding corpora/ ... (default: $IPT_ASSETS or ../shared/assets)")
+    p.add_argument("--output-dir", default=None, help=output_help)
+    p.add_argument("--overwrite", action="store_true", help="replace a finished export / discard an interrupted run")
+    p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    args = p.parse_args(argv)
+    try:
+        import torch
+
+        if args.threads:
+            torch.set_num_threads(args.threads)
+        text = run(args)
+    except (KeyError, ValueError, FileNotFoundError, ImportError) as e:
+        # KeyError's str() wraps the message in quotes: print the message itself
+        print(f"error: {e.args[0] if isinstance(e, KeyError) and e.args else e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted: rerun the same command to resume (state is kept in <output>.partial)", file=sys.stderr)
+        return 130
+    print(text)
+    return 0
