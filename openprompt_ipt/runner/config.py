@@ -45,9 +45,14 @@ SELECTIONS = ("held_out", "on_eval_set")
 FREE_SECTIONS = {"template", "verbalizer"}  # their values name the section holding the class arguments
 
 
-def _nearest(key: str, valid: Iterable[str]) -> str:
+def did_you_mean(key: str, valid: Iterable[str]) -> str:
+    """`` (did you mean 'x'?)`` for the closest of ``valid``, else empty."""
     match = difflib.get_close_matches(key, list(valid), n=1)
-    return f" (did you mean '{match[0]}'?)" if match else f" (valid: {sorted(valid)})"
+    return f" (did you mean '{match[0]}'?)" if match else ""
+
+
+def _nearest(key: str, valid: Iterable[str]) -> str:
+    return did_you_mean(key, valid) or f" (valid: {sorted(valid)})"
 
 
 def _merge(base: Dict, update: Dict, where: str, strict_sections: Dict) -> Dict:
