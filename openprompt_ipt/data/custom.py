@@ -17,11 +17,11 @@ The reported split is ``test``; dev is ``dev`` when present, else ``dataset.dev_
 from __future__ import annotations
 
 import csv
-import json
 import os
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
+from ..serialization import iter_jsonl
 from .tasks import SPLIT_ALIASES, SPLITS, Task
 
 GENERIC = {"text_classification": ("text_a", "label"), "text_pair": ("text_a", "text_b", "label")}
@@ -36,13 +36,7 @@ def read_rows(file: str) -> List[dict]:
         raise ValueError(f"data file {file} is empty")
     with open(file, newline="", encoding="utf-8") as f:
         if file.endswith(".jsonl"):
-            rows = []
-            for n, line in enumerate(f, 1):
-                if line.strip():
-                    try:
-                        rows.append(json.loads(line))
-                    except json.JSONDecodeError as e:
-                        raise ValueError(f"{file} line {n} is not JSON ({e.msg}): write one JSON object per line") from None
+            rows = list(iter_jsonl(f, file))
         else:
             tsv = file.endswith(".tsv")
             rows = list(csv.DictReader(f, delimiter="\t" if tsv else ",", quoting=csv.QUOTE_NONE if tsv else csv.QUOTE_MINIMAL))

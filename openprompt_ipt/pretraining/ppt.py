@@ -25,6 +25,7 @@ import time
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from ..runner.config import _merge, load_config, read_yaml_with_overrides
+from ..serialization import iter_jsonl
 
 PROMPT_FILE, INFO_FILE, PAIRS_FILE = "prompt.safetensors", "ppt.json", "pairs.json"
 FORMAT = "openprompt_ipt.ppt_prompt"
@@ -102,13 +103,7 @@ def read_documents(path: str, min_words: int, max_words: int) -> List[List[str]]
                                 "--data-root / IPT_ASSETS to the assets folder")
     docs = []
     with open(path) as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise ValueError(f"{path} line {n} is not JSON: {e.msg}") from None
+        for row in iter_jsonl(f, path):
             sents = sentences(row.get("text", ""), min_words, max_words)
             if len(sents) >= 3:
                 docs.append(sents)
