@@ -77,19 +77,20 @@ class CustomTask(Task):
         raise FileNotFoundError(f"{self.name} data folder '{path}' does not exist: point dataset.path at the folder "
                                 "holding your train / test files")
 
-    def local_file(self, path: str, split: str) -> Optional[ColumnFile]:
+    def file_candidates(self, split: str) -> List[str]:
+        """The file names ``split`` may have: the one dataset.files gives, else train.jsonl, dev.csv, ..."""
         given = dict(self.file_names)
-        names = [given[split]] if split in given else [s + e for s in STEMS.get(split, ()) for e in EXTENSIONS]
-        for name in names:
+        return [given[split]] if split in given else [s + e for s in STEMS.get(split, ()) for e in EXTENSIONS]
+
+    def local_file(self, path: str, split: str) -> Optional[ColumnFile]:
+        for name in self.file_candidates(split):
             if os.path.isfile(os.path.join(path, name)):
                 return ColumnFile(name, self.columns)
         return None
 
     def missing_split(self, path: str, split: str) -> str:
-        given = dict(self.file_names)
-        looked = [given[split]] if split in given else [s + e for s in STEMS.get(split, ()) for e in EXTENSIONS]
-        return (f"{self.name} folder '{path}' has no {split} file (looked for {', '.join(looked)}): add it, or name "
-                "it in dataset.files")
+        looked = ", ".join(self.file_candidates(split))
+        return f"{self.name} folder '{path}' has no {split} file (looked for {looked}): add it, or name it in dataset.files"
 
     def _fields(self, row: dict, i: int):
         cols = dict(self.columns)
