@@ -1,9 +1,9 @@
 """openprompt_ipt: instance-wise prompts (IPT, IDPG) for OpenPrompt.
 
 Importing the package applies the transformers compatibility shims OpenPrompt needs and registers
-our templates with OpenPrompt (``openprompt_registry``): by name in ``TEMPLATE_CLASS`` so
-``load_template`` finds them, their default config sections, and the batch keys ``InputFeatures``
-must keep.
+our templates and heads with OpenPrompt (``openprompt_registry``): by name in ``TEMPLATE_CLASS`` /
+``VERBALIZER_CLASS`` so ``load_template`` / ``load_verbalizer`` find them, their default config
+sections, and the batch keys ``InputFeatures`` must keep.
 """
 from . import _moved, compat
 
@@ -12,14 +12,9 @@ _moved.install()  # old runner import paths (openprompt_ipt.config, ...) for one
 
 from . import openprompt_registry  # noqa: E402  (after the shims)
 from .templates import GeneratedPrefixTemplate, InstanceWiseTemplate  # noqa: E402
+from .verbalizers import ClsHeadVerbalizer  # noqa: E402,F401  (kept importable from the package)
 
 openprompt_registry.register()
-
-from openprompt.prompts import VERBALIZER_CLASS  # noqa: E402
-
-from .verbalizers import ClsHeadVerbalizer  # noqa: E402
-
-VERBALIZER_CLASS["cls_head"] = ClsHeadVerbalizer  # IDPG's [CLS] classification head
 
 __version__ = "0.1.0"
 __all__ = ["GeneratedPrefixTemplate", "InstanceWiseTemplate", "__version__"]

@@ -3,6 +3,8 @@ once when ``openprompt_ipt`` is imported; every step is idempotent.
 
 * **Templates by name**: ``instance_wise`` / ``generated_prefix`` in ``TEMPLATE_CLASS``, so
   ``openprompt.prompts.load_template(config, model=..., tokenizer=...)`` builds them.
+* **Heads by name**: ``cls_head`` (IDPG's [CLS] classification head) in ``VERBALIZER_CLASS``, so
+  ``load_verbalizer`` builds it.
 * **Default config sections**: OpenPrompt's ``get_default_config()`` (used by ``get_user_config`` /
   ``get_config``) gains an ``instance_wise`` and a ``generated_prefix`` section (``parent_config:
   template``, the constructor defaults, an ``optimize`` block like ``mixed_template``'s), so a user YAML
@@ -33,6 +35,14 @@ def register_templates() -> None:
     from openprompt.prompts import TEMPLATE_CLASS
 
     TEMPLATE_CLASS.update(_templates())
+
+
+def register_verbalizers() -> None:
+    from openprompt.prompts import VERBALIZER_CLASS
+
+    from .verbalizers import ClsHeadVerbalizer
+
+    VERBALIZER_CLASS["cls_head"] = ClsHeadVerbalizer
 
 
 class _OurKeysAreExpected(logging.Filter):
@@ -100,5 +110,6 @@ def register_default_config() -> None:
 
 def register() -> None:
     register_templates()
+    register_verbalizers()
     register_batch_keys()
     register_default_config()

@@ -1,10 +1,11 @@
-"""save/load of only the trained weights (safetensors) beside a JSON config, written atomically."""
+"""save/load of only the trained weights (safetensors) beside a JSON config, written atomically;
+atomic text writes and the one JSON-lines reader."""
 from __future__ import annotations
 
 import json
 import os
 import tempfile
-from typing import Iterable
+from typing import Iterable, Iterator
 
 from torch import nn
 
@@ -70,3 +71,13 @@ def emit_text(text: str, output: str | None, summary: str) -> None:
         return
     write_text_atomic(output, text)
     print(f"{summary} -> {output}", file=sys.stderr)
+
+
+def iter_jsonl(lines: Iterable[str], where: str) -> Iterator:
+    """The JSON value of each non-blank line; a bad line is one ValueError naming ``where`` and its number."""
+    for n, line in enumerate(lines, 1):
+        if line.strip():
+            try:
+                yield json.loads(line)
+            except json.JSONDecodeError as e:
+                raise ValueError(f"{where} line {n} is not JSON ({e.msg}): write one JSON object per line") from None

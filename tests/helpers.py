@@ -27,10 +27,21 @@ def build(model, tokenizer, num_classes=2, **template_kwargs):
     return PromptForClassification(model, template, verbalizer, freeze_plm=True, plm_eval_mode=True)
 
 
-def batch_for(prompt_model, tokenizer, exs, max_len=64):
+def loader_for(prompt_model, tokenizer, exs, batch_size, max_len=64):
     wrapper = MLMTokenizerWrapper(max_seq_length=max_len, tokenizer=tokenizer, truncate_method="balanced")
     feats = encode_examples(exs, prompt_model.template, wrapper)
-    return next(iter(make_loader(feats, len(exs), tokenizer.pad_token_id)))
+    return make_loader(feats, batch_size, tokenizer.pad_token_id)
+
+
+def batch_for(prompt_model, tokenizer, exs, max_len=64):
+    return next(iter(loader_for(prompt_model, tokenizer, exs, len(exs), max_len)))
+
+
+def config_file(tmp_path, text):
+    """``text`` as the YAML file ``tmp_path/c.yaml``; returns its path."""
+    p = tmp_path / "c.yaml"
+    p.write_text(text)
+    return str(p)
 
 
 def clone(batch):

@@ -4,7 +4,7 @@ import pytest
 from openprompt.prompts import load_template
 from yacs.config import CfgNode
 
-from helpers import TEXT
+from helpers import TEXT, config_file
 from openprompt_ipt import InstanceWiseTemplate
 from openprompt_ipt.runner.config import load_config, parse_override
 
@@ -32,19 +32,14 @@ def test_openprompt_load_template_builds_generated_prefix_with_its_generator_sec
 
 
 def test_nested_generator_key_typo_names_the_nearest(tmp_path):
-    path = write(tmp_path, "template: generated_prefix\ngenerated_prefix:\n  generatr: idpg\n")
+    path = config_file(tmp_path, "template: generated_prefix\ngenerated_prefix:\n  generatr: idpg\n")
     with pytest.raises(KeyError, match="did you mean 'generator'"):
         load_config(path)
 
 
-def write(tmp_path, text):
-    p = tmp_path / "c.yaml"
-    p.write_text(text)
-    return str(p)
-
-
 def test_yaml_loads_with_overrides(tmp_path):
-    cfg = load_config(write(tmp_path, "template: instance_wise\ninstance_wise:\n  strategy: random\n  prompt_length: 8\n"),
+    cfg = load_config(config_file(tmp_path,
+                                  "template: instance_wise\ninstance_wise:\n  strategy: random\n  prompt_length: 8\n"),
                       ["train.epochs=2", "instance_wise.prompt_length=4"])
     assert cfg["train"]["epochs"] == 2 and cfg["instance_wise"]["prompt_length"] == 4
     assert cfg["train"]["batch_size"] == 16  # default kept
@@ -58,7 +53,7 @@ def test_yaml_loads_with_overrides(tmp_path):
 ])
 def test_unknown_keys_name_the_nearest(tmp_path, text, match):
     with pytest.raises(KeyError, match=match):
-        load_config(write(tmp_path, text))
+        load_config(config_file(tmp_path, text))
 
 
 def test_shipped_yamls_parse():
@@ -77,7 +72,8 @@ def test_exponent_floats_without_a_dot_are_floats(tmp_path):
     assert parse_override("train.lr_prompt=1e-5") == (["train", "lr_prompt"], 1e-5)
     assert parse_override('sweep={"train.lr_prompt": [1e-05, 5E-4]}')[1] == {"train.lr_prompt": [1e-5, 5e-4]}
     assert parse_override("train.epochs=3")[1] == 3 and parse_override("train.metric=f1a")[1] == "f1a"
-    cfg = load_config(write(tmp_path, "train:\n  lr_prompt: 1e-5\n  lr_head: 2.5e-3\nsweep:\n  train.lr_head: [1e-3, 5e-4]\n"),
+    cfg = load_config(config_file(tmp_path,
+                                  "train:\n  lr_prompt: 1e-5\n  lr_head: 2.5e-3\nsweep:\n  train.lr_head: [1e-3, 5e-4]\n"),
                       ["train.lr_plm=3e-5"])
     assert cfg["train"]["lr_prompt"] == 1e-5 and cfg["train"]["lr_plm"] == 3e-5
     assert cfg["sweep"] == {"train.lr_head": [1e-3, 5e-4]}

@@ -5,18 +5,11 @@ import pytest
 import torch
 from torch import nn
 
-from helpers import build, examples
+from helpers import build, config_file, examples, loader_for
 from openprompt_ipt.runner.config import load_config
-from openprompt_ipt.data import encode_examples, make_loader
 from openprompt_ipt.training import TrainConfig, Trainer
 from openprompt_ipt.training.optim import build_optimizers, linear_warmup
 from openprompt_ipt.training.row_sparse_adam import RowSparseAdam
-
-
-def write(tmp_path, text):
-    p = tmp_path / "c.yaml"
-    p.write_text(text)
-    return str(p)
 
 
 class FakePromptModel(nn.Module):
@@ -61,7 +54,7 @@ def test_betas_eps_and_weight_decay_reach_the_torch_optimizers():
 
 
 def test_defaults_keep_adamw_defaults(tmp_path):
-    cfg = load_config(write(tmp_path, "train:\n  epochs: 1\n"))
+    cfg = load_config(config_file(tmp_path, "train:\n  epochs: 1\n"))
     t = cfg["train"]
     assert (t["adam_betas"], t["adam_eps"], t["weight_decay"], t["scheduler"]) == ([0.9, 0.999], 1e-8, 0.0, "linear")
     (dense, _) = build_optimizers(FakePromptModel(), 1e-3, 1e-3, t["lr_plm"], t["weight_decay"], t["adam_betas"],
@@ -70,7 +63,8 @@ def test_defaults_keep_adamw_defaults(tmp_path):
 
 
 def test_yaml_and_overrides_set_the_optimizer(tmp_path):
-    cfg = load_config(write(tmp_path, "train:\n  adam_betas: [0.9, 0.98]\n  adam_eps: 1e-6\n  scheduler: constant\n"),
+    cfg = load_config(config_file(tmp_path,
+                                  "train:\n  adam_betas: [0.9, 0.98]\n  adam_eps: 1e-6\n  scheduler: constant\n"),
                       ["train.weight_decay=0.1"])
     t = cfg["train"]
     assert t["adam_betas"] == [0.9, 0.98] and t["adam_eps"] == 1e-6 and t["scheduler"] == "constant"
@@ -89,21 +83,18 @@ def test_yaml_and_overrides_set_the_optimizer(tmp_path):
 ])
 def test_bad_optimizer_settings_are_rejected(tmp_path, override, match):
     with pytest.raises(ValueError, match=match):
-        load_config(write(tmp_path, "train:\n  epochs: 1\n"), [override])
+        load_config(config_file(tmp_path, "train:\n  epochs: 1\n"), [override])
 
 
 def test_scheduler_typo_names_the_nearest_key(tmp_path):
     with pytest.raises(KeyError, match="did you mean 'scheduler'"):
-        load_config(write(tmp_path, "train:\n  schedular: constant\n"))
+        load_config(config_file(tmp_path, "train:\n  schedular: constant\n"))
 
 
 def test_trainer_uses_the_constant_schedule_and_rejects_a_bad_one(bert, tmp_path):
     model, tok = bert
     pm = build(model, tok)
-    from openprompt.plms.mlm import MLMTokenizerWrapper
-
-    feats = encode_examples(examples(8), pm.template, MLMTokenizerWrapper(max_seq_length=64, tokenizer=tok))
-    loader = make_loader(feats, 4, tok.pad_token_id)
+    loader = loader_for(pm, tok, examples(8), 4)
     cfg = TrainConfig(epochs=2, lr_prompt=1e-2, lr_head=1e-2, warmup_ratio=0.0, scheduler="constant",
                       adam_betas=(0.9, 0.98), adam_eps=1e-6, show_progress=False, device="cpu")
     Trainer(pm, cfg, output_dir=str(tmp_path / "run")).fit(loader, loader)
@@ -135,12 +126,9 @@ def test_clipping_norm_is_global_over_dense_and_sparse_gradients():
 
 
 def test_trainer_clips_the_sparse_table_gradient_with_the_rest(bert, monkeypatch):
-    from openprompt.plms.mlm import MLMTokenizerWrapper
-
     model, tok = bert
     pm = build(model, tok, strategy="random", prompt_length=4)
-    feats = encode_examples(examples(8), pm.template, MLMTokenizerWrapper(max_seq_length=64, tokenizer=tok))
-    loader = make_loader(feats, 4, tok.pad_token_id)
+    loader = loader_for(pm, tok, examples(8), 4)
     seen, step = [], RowSparseAdam.step
 
     def spy(self, closure=None):
@@ -163,10 +151,7 @@ def test_warmup_is_a_fraction_of_the_run_and_a_too_long_warmup_warns(bert, tmp_p
         resolve_warmup(0, 1.5, 40)
     model, tok = bert
     pm = build(model, tok)
-    from openprompt.plms.mlm import MLMTokenizerWrapper
-
-    feats = encode_examples(examples(8), pm.template, MLMTokenizerWrapper(max_seq_length=64, tokenizer=tok))
-    loader = make_loader(feats, 4, tok.pad_token_id)
+    loader = loader_for(pm, tok, examples(8), 4)
     # IPT A.3's 2000 warmup steps on a 4-step run: the peak rate is never reached -> the trainer says so
     cfg = TrainConfig(epochs=2, lr_prompt=1e-2, lr_head=1e-2, warmup_steps=2000, show_progress=False, device="cpu")
     with pytest.warns(UserWarning, match=r"warmup \(2000 optimizer steps\) >= the whole run \(4 steps\)"):
@@ -190,11 +175,8 @@ def test_a_null_head_rate_is_the_prompt_rate(bert, tmp_path, monkeypatch):
     monkeypatch.setattr(trainer_module, "build_optimizers", spy)
     model, tok = bert
     pm = build(model, tok)
-    from openprompt.plms.mlm import MLMTokenizerWrapper
-
-    feats = encode_examples(examples(4), pm.template, MLMTokenizerWrapper(max_seq_length=64, tokenizer=tok))
-    loader = make_loader(feats, 4, tok.pad_token_id)
+    loader = loader_for(pm, tok, examples(4), 4)
     Trainer(pm, TrainConfig(epochs=1, lr_prompt=5e-3, lr_head=None, show_progress=False, device="cpu")).fit(loader, loader)
     assert seen["rates"] == (5e-3, 5e-3)
-    cfg = load_config(write(tmp_path, "train:\n  lr_head: null\n"))
+    cfg = load_config(config_file(tmp_path, "train:\n  lr_head: null\n"))
     assert cfg["train"]["lr_head"] is None

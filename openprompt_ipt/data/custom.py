@@ -17,11 +17,11 @@ The reported split is ``test``; dev is ``dev`` when present, else ``dataset.dev_
 from __future__ import annotations
 
 import csv
-import json
 import os
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
+from ..serialization import iter_jsonl
 from .tasks import SPLIT_ALIASES, SPLITS, Task
 
 GENERIC = {"text_classification": ("text_a", "label"), "text_pair": ("text_a", "text_b", "label")}
@@ -36,13 +36,7 @@ def read_rows(file: str) -> List[dict]:
         raise ValueError(f"data file {file} is empty")
     with open(file, newline="", encoding="utf-8") as f:
         if file.endswith(".jsonl"):
-            rows = []
-            for n, line in enumerate(f, 1):
-                if line.strip():
-                    try:
-                        rows.append(json.loads(line))
-                    except json.JSONDecodeError as e:
-                        raise ValueError(f"{file} line {n} is not JSON ({e.msg}): write one JSON object per line") from None
+            rows = list(iter_jsonl(f, file))
         else:
             tsv = file.endswith(".tsv")
             rows = list(csv.DictReader(f, delimiter="\t" if tsv else ",", quoting=csv.QUOTE_NONE if tsv else csv.QUOTE_MINIMAL))
@@ -83,19 +77,20 @@ class CustomTask(Task):
         raise FileNotFoundError(f"{self.name} data folder '{path}' does not exist: point dataset.path at the folder "
                                 "holding your train / test files")
 
-    def local_file(self, path: str, split: str) -> Optional[ColumnFile]:
+    def file_candidates(self, split: str) -> List[str]:
+        """The file names ``split`` may have: the one dataset.files gives, else train.jsonl, dev.csv, ..."""
         given = dict(self.file_names)
-        names = [given[split]] if split in given else [s + e for s in STEMS.get(split, ()) for e in EXTENSIONS]
-        for name in names:
+        return [given[split]] if split in given else [s + e for s in STEMS.get(split, ()) for e in EXTENSIONS]
+
+    def local_file(self, path: str, split: str) -> Optional[ColumnFile]:
+        for name in self.file_candidates(split):
             if os.path.isfile(os.path.join(path, name)):
                 return ColumnFile(name, self.columns)
         return None
 
     def missing_split(self, path: str, split: str) -> str:
-        given = dict(self.file_names)
-        looked = [given[split]] if split in given else [s + e for s in STEMS.get(split, ()) for e in EXTENSIONS]
-        return (f"{self.name} folder '{path}' has no {split} file (looked for {', '.join(looked)}): add it, or name "
-                "it in dataset.files")
+        looked = ", ".join(self.file_candidates(split))
+        return f"{self.name} folder '{path}' has no {split} file (looked for {looked}): add it, or name it in dataset.files"
 
     def _fields(self, row: dict, i: int):
         cols = dict(self.columns)

@@ -18,6 +18,8 @@ REPO_ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 
 
 def resolve_mapping_path(path: str) -> str:
+    """``path`` as given, else the repository's file of that relative path (the shipped mappings and
+    YAMLs, from any working directory)."""
     if os.path.isfile(path) or os.path.isabs(path):
         return path
     candidate = os.path.join(REPO_ROOT, path)

@@ -25,6 +25,7 @@ import time
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from ..runner.config import _merge, load_config, read_yaml_with_overrides
+from ..serialization import iter_jsonl, write_text_atomic
 
 PROMPT_FILE, INFO_FILE, PAIRS_FILE = "prompt.safetensors", "ppt.json", "pairs.json"
 FORMAT = "openprompt_ipt.ppt_prompt"
@@ -65,12 +66,9 @@ def load_ppt_config(path: str, overrides: Sequence[str] = ()) -> Dict:
 
 def experiment_config(cfg: Dict) -> Dict:
     """The downstream experiment's config with the PPT task in place of its data and training."""
-    from .pipeline import REPO_ROOT
+    from .pipeline import resolve_mapping_path
 
-    path = cfg["experiment"]
-    if not os.path.isfile(path) and os.path.isfile(os.path.join(REPO_ROOT, path)):
-        path = os.path.join(REPO_ROOT, path)
-    exp = load_config(path)
+    exp = load_config(resolve_mapping_path(cfg["experiment"]))
     if cfg["plm"]["model_path"]:
         exp["plm"]["model_path"] = cfg["plm"]["model_path"]
     if exp["template"] not in ("instance_wise", "generated_prefix"):
@@ -102,13 +100,7 @@ def read_documents(path: str, min_words: int, max_words: int) -> List[List[str]]
                                 "--data-root / IPT_ASSETS to the assets folder")
     docs = []
     with open(path) as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise ValueError(f"{path} line {n} is not JSON: {e.msg}") from None
+        for row in iter_jsonl(f, path):
             sents = sentences(row.get("text", ""), min_words, max_words)
             if len(sents) >= 3:
                 docs.append(sents)
@@ -214,9 +206,7 @@ def run_ppt(cfg: Dict, data_root: Optional[str] = None, output_dir: Optional[str
             pairs = json.load(f)
     else:
         pairs = build_pairs(cfg, corpus_path)
-        with open(pairs_path + ".tmp", "w") as f:
-            json.dump(pairs, f)
-        os.replace(pairs_path + ".tmp", pairs_path)
+        write_text_atomic(pairs_path, json.dumps(pairs))
     log(f"PPT pairs: {pairs['summary']['pairs']} from {pairs['summary']['articles']} articles")
     set_seed(int(cfg["seed"]))
     splits = {k: as_examples(pairs[k]) for k in ("train", "dev", "test")}

@@ -45,9 +45,14 @@ SELECTIONS = ("held_out", "on_eval_set")
 FREE_SECTIONS = {"template", "verbalizer"}  # their values name the section holding the class arguments
 
 
-def _nearest(key: str, valid: Iterable[str]) -> str:
+def did_you_mean(key: str, valid: Iterable[str]) -> str:
+    """`` (did you mean 'x'?)`` for the closest of ``valid``, else empty."""
     match = difflib.get_close_matches(key, list(valid), n=1)
-    return f" (did you mean '{match[0]}'?)" if match else f" (valid: {sorted(valid)})"
+    return f" (did you mean '{match[0]}'?)" if match else ""
+
+
+def _nearest(key: str, valid: Iterable[str]) -> str:
+    return did_you_mean(key, valid) or f" (valid: {sorted(valid)})"
 
 
 def _merge(base: Dict, update: Dict, where: str, strict_sections: Dict) -> Dict:
@@ -165,18 +170,23 @@ def load_config(path: str, overrides: Iterable[str] = (), notes: List[str] | Non
     return config
 
 
+def flat_keys(node: Dict, prefix: str = "") -> Dict:
+    """``{"train": {"lr_prompt": x}}`` -> ``{"train.lr_prompt": x}`` (nested mappings to dotted keys)."""
+    flat: Dict = {}
+    for key, value in node.items():
+        path = f"{prefix}{key}"
+        if isinstance(value, dict):
+            flat.update(flat_keys(value, path + "."))
+        else:
+            flat[path] = value
+    return flat
+
+
 def flatten_sweep(sweep, prefix: str = "") -> Dict[str, list]:
     """``{"train": {"lr_prompt": [..]}}`` or ``{"train.lr_prompt": [..]}`` -> ``{"train.lr_prompt": [..]}``."""
     if not isinstance(sweep, dict):
         raise ValueError(f"sweep must map section.key to a list of values, got {sweep!r}")
-    flat: Dict[str, list] = {}
-    for key, value in sweep.items():
-        path = f"{prefix}{key}"
-        if isinstance(value, dict):
-            flat.update(flatten_sweep(value, path + "."))
-        else:
-            flat[path] = value
-    return flat
+    return flat_keys(sweep, prefix)
 
 
 def _all_keys(config: Dict, prefix: str = "") -> List[str]:

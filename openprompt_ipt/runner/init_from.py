@@ -13,19 +13,10 @@ import os
 from typing import Dict, List, Sequence
 
 from ..serialization import load_trainable
+from .config import flat_keys
 
 # template keys that say only how the text is worded: a run on another task may differ in them
 WORDING_KEYS = ("text",)
-
-
-def _flat(section, prefix: str = "") -> Dict:
-    out = {}
-    for key, value in (section or {}).items():
-        if isinstance(value, dict):
-            out.update(_flat(value, f"{prefix}{key}."))
-        else:
-            out[prefix + key] = value
-    return out
 
 
 def read_source(run_dir: str) -> Dict:
@@ -49,7 +40,7 @@ def check_compatible(cfg: Dict, source: Dict, run_dir: str) -> None:
     if str(source["plm"]["model_path"]) != str(cfg["plm"]["model_path"]):
         raise ValueError(f"{where} was trained on backbone '{source['plm']['model_path']}' but this run uses "
                          f"'{cfg['plm']['model_path']}': start from a run of the same backbone")
-    mine, theirs = _flat(cfg.get(cfg["template"])), _flat(source.get(source["template"]))
+    mine, theirs = flat_keys(cfg.get(cfg["template"]) or {}), flat_keys(source.get(source["template"]) or {})
     for key in sorted(set(mine) | set(theirs)):
         if key.split(".")[-1] in WORDING_KEYS or key in WORDING_KEYS:
             continue

@@ -8,10 +8,11 @@ Keys of our own schema may be mixed in (e.g. ``--set dataset.max_train=32``); th
 from __future__ import annotations
 
 import copy
-import difflib
 import os
 from types import SimpleNamespace
 from typing import Dict, List, Optional, Tuple
+
+from .config import did_you_mean
 
 OURS_TEMPLATES = ("instance_wise", "generated_prefix")
 # top-level sections only OpenPrompt's schema has (ours: seed, output_dir, dataset, plm, template,
@@ -94,16 +95,11 @@ def read_label_words(path: str, choice: Optional[int], base_dir: str, key: str, 
     return [[w] if isinstance(w, str) else list(w) for w in words]
 
 
-def _nearest(key: str, valid) -> str:
-    match = difflib.get_close_matches(key, list(valid), n=1)
-    return f" (did you mean '{match[0]}'?)" if match else ""
-
-
 def _refuse_unknown(section: Dict, where: str, known, ours=()) -> None:
     for key in section:
         if key not in known and key not in ours:
             raise OpenPromptKeyError(f"unknown key '{where}.{key}' in an OpenPrompt-schema YAML"
-                                     f"{_nearest(key, list(known) + list(ours))}")
+                                     f"{did_you_mean(key, list(known) + list(ours))}")
 
 
 def to_ours(raw: Dict, base_dir: str = ".", gpus: Optional[int] = None) -> Tuple[Dict, List[str]]:
@@ -151,7 +147,7 @@ def to_ours(raw: Dict, base_dir: str = ".", gpus: Optional[int] = None) -> Tuple
         raise OpenPromptKeyError("dataset.name is empty: name an OpenPrompt dataset, e.g. super_glue.cb")
     task_name = DATASETS.get(str(name).lower()) or (str(name) if str(name) in TASKS else None)
     if task_name is None:
-        raise OpenPromptKeyError(f"dataset.name: {name} has no task in our runner{_nearest(str(name), DATASETS)} "
+        raise OpenPromptKeyError(f"dataset.name: {name} has no task in our runner{did_you_mean(str(name), DATASETS)} "
                                  f"(supported: {sorted(DATASETS)} and our names {sorted(TASKS)})")
     _refuse_unknown(ds, "dataset", ("name", "path"), DEFAULTS["dataset"])
     out["dataset"]["name"] = task_name
@@ -238,7 +234,7 @@ def to_ours(raw: Dict, base_dir: str = ".", gpus: Optional[int] = None) -> Tuple
             raise OpenPromptKeyError(f"template: {template} is OpenPrompt's own: switch it to instance_wise (Prompt "
                                      "Tuning / IPT) or generated_prefix (prefix / P-tuning v2 / IDPG) with that "
                                      "section, see docs/openprompt.md")
-        raise OpenPromptKeyError(f"template: {template!r} is unknown{_nearest(str(template), OURS_TEMPLATES)}: use "
+        raise OpenPromptKeyError(f"template: {template!r} is unknown{did_you_mean(str(template), OURS_TEMPLATES)}: use "
                                  f"one of {list(OURS_TEMPLATES)}")
     out["template"] = template
     section = dict(_section(raw, template))
@@ -283,7 +279,7 @@ def to_ours(raw: Dict, base_dir: str = ".", gpus: Optional[int] = None) -> Tuple
         raise OpenPromptKeyError(f"verbalizer is empty: name one of {list(VERBALIZERS)} and give its section")
     if verbalizer not in VERBALIZERS:
         why = (" by our runner (automatic / knowledgeable / proto verbalizers need OpenPrompt's own trainer)"
-               if verbalizer in VERBALIZER_CLASS else _nearest(str(verbalizer), VERBALIZERS))
+               if verbalizer in VERBALIZER_CLASS else did_you_mean(str(verbalizer), VERBALIZERS))
         raise OpenPromptKeyError(f"verbalizer: {verbalizer} is not supported{why}: use one of {list(VERBALIZERS)}")
     out["verbalizer"] = verbalizer
     vsec = dict(_section(raw, verbalizer))
@@ -300,7 +296,7 @@ def to_ours(raw: Dict, base_dir: str = ".", gpus: Optional[int] = None) -> Tuple
     out[verbalizer] = vsec
     for key in set(raw) - known_top:  # other templates' / verbalizers' sections: unused, as in OpenPrompt
         if key not in TEMPLATE_CLASS and key not in VERBALIZER_CLASS:
-            raise OpenPromptKeyError(f"unknown key '{key}' in an OpenPrompt-schema YAML{_nearest(key, known_top)}")
+            raise OpenPromptKeyError(f"unknown key '{key}' in an OpenPrompt-schema YAML{did_you_mean(key, known_top)}")
     # ---- learning setting -> protocol
     setting = raw.get("learning_setting") or "full"
     if setting == "few_shot":

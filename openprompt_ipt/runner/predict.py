@@ -15,6 +15,8 @@ from typing import Dict, Iterable, List
 
 import torch
 
+from ..serialization import iter_jsonl
+
 KNOWN_EXTRA_FIELDS = ("idx", "label", "guid", "id")
 
 
@@ -114,14 +116,8 @@ def load_run(run_dir: str, device: str = "cpu") -> Predictor:
 def read_jsonl(path: str) -> List[Dict]:
     if not os.path.isfile(path):
         raise FileNotFoundError(f"input file '{path}' not found")
-    rows = []
     with open(path) as f:
-        for n, line in enumerate(f, 1):
-            if line.strip():
-                try:
-                    rows.append(json.loads(line))
-                except json.JSONDecodeError as e:
-                    raise ValueError(f"{path} line {n} is not JSON: {e.msg}") from e
+        rows = list(iter_jsonl(f, path))
     if not rows:
         raise ValueError(f"input file '{path}' has no rows")
     return rows
