@@ -147,3 +147,15 @@ def test_cli_runs_your_own_data_and_says_where_it_came_from(tiny_model_dir, tmp_
     assert run.main(["--config", bad, "--output-dir", out, "--quiet"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and err.startswith("error: text_pair data folder") and "nowhere" in err
+
+
+def test_init_from_reads_the_label_set_of_a_run_on_your_own_data(tmp_path):
+    """init_from compares label sets (to carry the head over): a source run on text_pair data names its
+    labels in its dataset section, not in a registered task."""
+    from openprompt_ipt.runner.init_from import _source_labels
+
+    folder = nli_folder(tmp_path / "my_nli")
+    source = load_config(write_yaml(tmp_path, {"name": "text_pair", "path": folder,
+                                               "columns": {"text_a": "sent1", "text_b": "sent2", "label": "gold"},
+                                               "labels": ["entails", "contradicts"]}, [["yes"], ["no"]]))
+    assert _source_labels(source) == ["entails", "contradicts"]

@@ -91,7 +91,7 @@ def init_from_run(model, cfg: Dict, labels: Sequence[str], log=print) -> Dict:
 def _source_labels(source: Dict) -> List[str]:
     from ..data import get_task
 
-    return list(get_task(source["dataset"]["name"]).labels)
+    return list(get_task(source["dataset"]["name"], source["dataset"]).labels)  # your own data: its section
 
 
 def _load_head(model, cfg: Dict, source: Dict, labels: Sequence[str], run_dir: str) -> str:
