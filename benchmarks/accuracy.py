@@ -95,20 +95,23 @@ def init_dir(out: str, method: Dict, seed: int) -> Optional[str]:
     return run_dir(src_out, source_method(method), seed)
 
 
-def method_out(out: str, method: Dict) -> str:
-    """A method marked ``from_group: <group>`` reuses that group's runs (same label, YAML and overrides)."""
-    return os.path.join(os.path.dirname(out), method["from_group"]) if method.get("from_group") else out
+def method_folder(out: str, method: Dict) -> str:
+    """Where a row's runs live. A method marked ``from_group: <group>`` reuses that group's runs (same YAML
+    and overrides; same label unless ``from_label`` names the row there)."""
+    if method.get("from_group"):
+        return os.path.join(os.path.dirname(out), method["from_group"], slug(method.get("from_label", method["label"])))
+    return os.path.join(out, slug(method["label"]))
 
 
 def run_dir(out: str, method: Dict, seed: int) -> str:
     stem = os.path.splitext(os.path.basename(method["yaml"]))[0]
-    return os.path.join(method_out(out, method), slug(method["label"]), stem, f"seed{seed}")
+    return os.path.join(method_folder(out, method), stem, f"seed{seed}")
 
 
 def command(method: Dict, seed: int, out: str, extra: List[str]) -> List[str]:
     script, script_args = RUNNERS[method["runner"]] if method.get("runner") else ("experiments/run.py", [])
     cmd = [sys.executable, os.path.join(ROOT, *script.split("/"))] + script_args + ["--config", method["yaml"],
-           "--seeds", str(seed), "--output-dir", os.path.join(method_out(out, method), slug(method["label"])), "--quiet"]
+           "--seeds", str(seed), "--output-dir", method_folder(out, method), "--quiet"]
     start = init_dir(out, method, seed)
     for item in list(method.get("set") or []) + ([f"init_from={start}"] if start else []) + extra:
         cmd += ["--set", item]

@@ -98,6 +98,10 @@ def test_accuracy_study_table_from_finished_runs(tmp_path):
              "methods": [dict(group["methods"][0], from_group=tmp_path.name)]}
     out = os.path.join(os.path.dirname(str(tmp_path)), "other_group")
     assert bench.pending(other, out) == [] and bench.collect(other, out)[0]["n"] == 2
+    # ... under a label of its own (from_label names the row there): "before / after a fix" tables
+    renamed = {**other, "methods": [dict(group["methods"][0], label="Base (before)", from_group=tmp_path.name,
+                                         from_label="Base")]}
+    assert bench.pending(renamed, out) == [] and bench.collect(renamed, out)[0]["n"] == 2
 
 
 def test_accuracy_table_of_a_partial_group_claims_no_spread_and_no_verdict(tmp_path):
