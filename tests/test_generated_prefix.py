@@ -196,6 +196,29 @@ def test_save_load_round_trip_gives_identical_logits(bert, tmp_path):
         assert torch.allclose(pm.prompt_model(clone(batch)).logits, expected, atol=1e-6)
 
 
+@pytest.mark.parametrize("case", ["ipt_random-kv", "m_idpg-phm-hidden", "prefix-reparam"])
+def test_a_deep_copy_injects_its_own_prompts(bert, case):
+    """copy.deepcopy(model) (then e.g. ``.to("cuda")``) must inject the copy's prompts: hooks written as
+    closures kept reading the original's injector, so the copy ran without prompts, silently."""
+    import copy
+
+    model, tok = bert
+    pm = build_prefix(model, tok, **CASES[case])
+    batch = batch_for(pm, tok, examples())
+    twin = copy.deepcopy(pm)
+    with torch.no_grad():
+        for p in twin.template.parameters():  # only the copy's prompts change
+            if p.requires_grad:
+                p.add_(torch.randn_like(p))
+        before = pm(clone(batch))
+        changed = twin(clone(batch))
+        assert not torch.allclose(changed, before, atol=1e-4), "the copy ignored its own prompts"
+        assert torch.equal(pm(clone(batch)), before), "the copy's prompts leaked into the original"
+    twin(clone(batch)).logsumexp(-1).sum().backward()
+    assert all(p.grad is None for p in pm.template.parameters()), "the copy's loss reached the original"
+    assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in twin.template.parameters() if p.requires_grad)
+
+
 def test_inserted_positions_are_removed_from_logits_and_hidden_states(bert):
     model, tok = bert
     pm = build_prefix(model, tok, generator="idpg", insert_position=1,

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import inspect
 from contextlib import contextmanager
+from functools import partial
 from dataclasses import dataclass
 from typing import Callable, Optional
 
@@ -71,9 +72,9 @@ class LayerPromptInjector:
         self._signatures = {}
         for i, (layer, attention) in enumerate(zip(self.layout.layers, self.layout.attentions)):
             self._signatures[i] = inspect.signature(attention.forward)
-            self.handles.append(attention.register_forward_pre_hook(self._kv_hook(i), with_kwargs=True))
+            self.handles.append(attention.register_forward_pre_hook(partial(self._kv_hook, i), with_kwargs=True))
             if i > 0:
-                self.handles.append(layer.register_forward_pre_hook(self._hidden_hook(i), with_kwargs=True))
+                self.handles.append(layer.register_forward_pre_hook(partial(self._hidden_hook, i), with_kwargs=True))
 
     # ---- arming -------------------------------------------------------------------------------
     def arm(self, plan: InjectionPlan) -> None:
@@ -100,40 +101,39 @@ class LayerPromptInjector:
         self.handles, self.plan = [], None
 
     # ---- hooks --------------------------------------------------------------------------------
-    def _kv_hook(self, i: int):
-        def hook(module, args, kwargs):
-            plan = self.plan
-            if plan is None or plan.mode != "kv":
-                return None
-            bound = self._signatures[i].bind(*args, **kwargs)
-            hs = bound.arguments["hidden_states"]
-            previous = hs[:, 0] if plan.uses_previous and i > 0 else None
-            k, v = plan.provider(2 * i, previous), plan.provider(2 * i + 1, previous)
-            b, p, _ = k.shape
-            heads, dim = self.layout.num_heads, self.layout.head_dim
-            k = k.to(hs.dtype).reshape(b, p, heads, dim).transpose(1, 2)
-            v = v.to(hs.dtype).reshape(b, p, heads, dim).transpose(1, 2)
-            bound.arguments["attention_mask"] = pad_attention_mask(
-                bound.arguments.get("attention_mask"), p, plan.prefix_mask, b, hs)
-            if self.layout.cache_style == "tuple":
-                bound.arguments[self.layout.cache_arg] = (k, v)
-            else:
-                plan.cache.update(k, v, getattr(module, "layer_idx", i))
-                bound.arguments[self.layout.cache_arg] = plan.cache
-            return bound.args, bound.kwargs
-        return hook
+    # Registered as partial(bound method, i), not closures: copy.deepcopy(model) rebinds a copied bound
+    # method to the copied injector, while a closure would keep reading the original's plan (the copy,
+    # e.g. moved to a GPU, would then run without its prompts).
+    def _kv_hook(self, i: int, module, args, kwargs):
+        plan = self.plan
+        if plan is None or plan.mode != "kv":
+            return None
+        bound = self._signatures[i].bind(*args, **kwargs)
+        hs = bound.arguments["hidden_states"]
+        previous = hs[:, 0] if plan.uses_previous and i > 0 else None
+        k, v = plan.provider(2 * i, previous), plan.provider(2 * i + 1, previous)
+        b, p, _ = k.shape
+        heads, dim = self.layout.num_heads, self.layout.head_dim
+        k = k.to(hs.dtype).reshape(b, p, heads, dim).transpose(1, 2)
+        v = v.to(hs.dtype).reshape(b, p, heads, dim).transpose(1, 2)
+        bound.arguments["attention_mask"] = pad_attention_mask(
+            bound.arguments.get("attention_mask"), p, plan.prefix_mask, b, hs)
+        if self.layout.cache_style == "tuple":
+            bound.arguments[self.layout.cache_arg] = (k, v)
+        else:
+            plan.cache.update(k, v, getattr(module, "layer_idx", i))
+            bound.arguments[self.layout.cache_arg] = plan.cache
+        return bound.args, bound.kwargs
 
-    def _hidden_hook(self, i: int):
-        def hook(module, args, kwargs):
-            plan = self.plan
-            if plan is None or plan.mode != "hidden":
-                return None
-            hs = args[0] if args else kwargs["hidden_states"]
-            previous = hs[:, 0] if plan.uses_previous else None
-            prompt = plan.provider(i, previous).to(hs.dtype)
-            index = plan.positions.unsqueeze(-1).expand(-1, -1, hs.size(-1))
-            hs = hs.scatter(1, index, prompt) if plan.hidden_mode == "replace" else hs.scatter_add(1, index, prompt)
-            if args:
-                return (hs, *args[1:]), kwargs
-            return args, {**kwargs, "hidden_states": hs}
-        return hook
+    def _hidden_hook(self, i: int, module, args, kwargs):
+        plan = self.plan
+        if plan is None or plan.mode != "hidden":
+            return None
+        hs = args[0] if args else kwargs["hidden_states"]
+        previous = hs[:, 0] if plan.uses_previous else None
+        prompt = plan.provider(i, previous).to(hs.dtype)
+        index = plan.positions.unsqueeze(-1).expand(-1, -1, hs.size(-1))
+        hs = hs.scatter(1, index, prompt) if plan.hidden_mode == "replace" else hs.scatter_add(1, index, prompt)
+        if args:
+            return (hs, *args[1:]), kwargs
+        return args, {**kwargs, "hidden_states": hs}
