@@ -165,9 +165,17 @@ def optimizers_for(model, kind):
     return build_optimizers(model, 1e-3, 1e-3, 1e-5)
 
 
-def step_fn(model, optimizers, batch, labels):
+def autocast(args):
+    """bf16 autocast on the step's forward (what a GPU user runs); a no-op for --mixed-precision no."""
+    on = args is not None and getattr(args, "mixed_precision", "no") == "bf16"
+    return torch.autocast(torch.device(args.device).type if on else "cpu", dtype=torch.bfloat16, enabled=on)
+
+
+def step_fn(model, optimizers, batch, labels, args=None):
     def step():
-        loss = nn.functional.cross_entropy(model(dict(batch)), labels)  # templates replace keys of the batch
+        with autocast(args):
+            logits = model(dict(batch))  # templates replace keys of the batch
+        loss = nn.functional.cross_entropy(logits.float(), labels)
         loss.backward()
         for opt in optimizers:
             opt.step()
@@ -241,7 +249,7 @@ def measure_memory(args, name) -> float:
     """Peak memory (MB) of building + training ``name`` alone, in a fresh process."""
     cmd = [sys.executable, os.path.abspath(__file__), "--memory-of", name, "--backbone", args.backbone,
            "--batch-size", str(args.batch_size), "--seq-len", str(args.seq_len), "--device", args.device,
-           "--data-root", args.data_root]
+           "--data-root", args.data_root, "--mixed-precision", args.mixed_precision]
     out = subprocess.run(cmd, capture_output=True, text=True)
     if out.returncode != 0:
         return float("nan")
@@ -254,7 +262,7 @@ def memory_only(args) -> None:
     m, batch, opts = runs[args.memory_of]
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats()
-    step = step_fn(m, opts, batch, batch["label"])
+    step = step_fn(m, opts, batch, batch["label"], args)
     for _ in range(3):
         step()
     sync(device)
@@ -278,6 +286,8 @@ def main(argv=None) -> int:
     p.add_argument("--methods", default=None, help="comma-separated subset of: " + ", ".join(METHODS))
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--data-root", default=os.environ.get("IPT_ASSETS", os.path.join("..", "shared", "assets")))
+    p.add_argument("--mixed-precision", choices=("no", "bf16"), default="no",
+                   help="bf16: autocast the forward passes (a GPU's usual setting; the loss stays fp32)")
     p.add_argument("--no-memory", action="store_true", help="skip the per-method memory subprocesses")
     p.add_argument("--keep-mlm-head", action="store_true", help="compute the unused vocabulary head (for comparison)")
     p.add_argument("--output", default=None, help="write the markdown report here")
@@ -310,7 +320,7 @@ def main(argv=None) -> int:
     for _ in tqdm(range(args.rounds), desc="rounds"):
         for name in names:  # interleaved: noise hits every method alike
             m, batch, opts = runs[name]
-            step = step_fn(m, opts, batch, batch["label"])
+            step = step_fn(m, opts, batch, batch["label"], args)
             step()  # warm-up (and, for cached [CLS], the one PLM pass that fills the cache)
             for _ in range(args.steps):
                 sync(device)
@@ -319,7 +329,7 @@ def main(argv=None) -> int:
                 sync(device)
                 times[name].append(time.perf_counter() - t0)
     infer = {}
-    with torch.no_grad():
+    with torch.no_grad(), autocast(args):
         for name in names:
             m, batch, _ = runs[name]
             m.eval()
@@ -338,7 +348,7 @@ def main(argv=None) -> int:
     unit = "max allocated MB" if device.type == "cuda" else "peak RSS MB"
     lines = [f"backbone `{args.backbone}`, device {device}, batch {args.batch_size} x {args.seq_len} tokens, "
              f"{T} prompt positions, {args.rounds} rounds x {args.steps} steps (median), torch threads "
-             f"{torch.get_num_threads()}", "",
+             f"{torch.get_num_threads()}, mixed precision {args.mixed_precision}", "",
              f"| method | trainable | step ms | × PT | GFLOP / step | × PT FLOPs | {unit} | × PT mem | inference ex/s |",
              "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     base_flops = flops.get("Prompt Tuning")
@@ -346,7 +356,8 @@ def main(argv=None) -> int:
         ratio = f"{med[n] / base:.2f}" if base else "-"
         mratio = f"{memory[n] / base_mem:.2f}" if base_mem and memory[n] == memory[n] else "-"
         fratio = f"{flops[n] / base_flops:.3f}" if base_flops else "-"
-        lines.append(f"| {n} | {trainable(runs[n][0]):,} | {med[n] * 1000:.0f} | {ratio} | {flops[n] / 1e9:.4g} | {fratio} | "
+        ms = med[n] * 1000
+        lines.append(f"| {n} | {trainable(runs[n][0]):,} | {ms:.{1 if ms < 100 else 0}f} | {ratio} | {flops[n] / 1e9:.4g} | {fratio} | "
                      f"{memory[n]:.0f} | "
                      f"{mratio} | {infer[n]:.1f} |")
     text = "\n".join(lines)

@@ -41,6 +41,25 @@ def test_efficiency_benchmark_smoke(tmp_path, capsys):
         assert "| PEFT prompt tuning | 640 |" in table
 
 
+def test_efficiency_benchmark_bf16_autocast_runs_every_kind_of_injection(tmp_path, monkeypatch):
+    model, tok = conftest._bert(str(tmp_path))
+    ckpt = tmp_path / "bert"
+    model.save_pretrained(str(ckpt))
+    bench = _load("efficiency")
+    seen = []
+    real = bench.autocast
+    monkeypatch.setattr(bench, "autocast", lambda args: seen.append(args.mixed_precision) or real(args))
+    methods = "Prompt Tuning,PT + Encoder IPT (RNN),M-IDPG-PHM (cached [CLS]),M-IDPG-PHM (hidden injection)"
+    out = tmp_path / "perf.md"
+    rc = bench.main(["--backbone", str(ckpt), "--batch-size", "2", "--seq-len", "24", "--rounds", "1", "--steps", "1",
+                     "--no-memory", "--methods", methods, "--data-root", str(tmp_path / "no-data"),
+                     "--mixed-precision", "bf16", "--output", str(out)])
+    assert rc == 0 and seen and set(seen) == {"bf16"}
+    table = out.read_text()
+    assert "mixed precision bf16" in table.splitlines()[0]
+    for name in methods.split(","):
+        assert f"| {name} |" in table
+
 
 def test_efficiency_methods_train_their_whole_head_whatever_the_build_order(tmp_path):
     """Methods share one backbone; a method built after another froze it still trains its whole
