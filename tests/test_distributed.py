@@ -28,7 +28,8 @@ def test_two_processes_match_one(tiny_model_dir, tmp_path):  # noqa: F811
     assert one["sizes"]["train"] == 16
     config = tmp_path / "tiny.yaml"
     config.write_text(yaml.safe_dump(cfg))
-    env = {**os.environ, "PYTHONPATH": ROOT, "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")])),
+           "OMP_NUM_THREADS": "1"}
 
     def torchrun(*extra):
         proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
