@@ -36,7 +36,8 @@ def test_two_processes_match_one(tiny_model_dir, tmp_path):  # noqa: F811
                                os.path.join(ROOT, "experiments", "run.py"), "--config", str(config),
                                "--output-dir", str(tmp_path / "two"), "--quiet", *extra],
                               env=env, capture_output=True, text=True, timeout=120)
-        assert proc.returncode == 0, proc.stderr[-3000:]
+        errors = [line for line in proc.stderr.splitlines() if "Error" in line or "error:" in line]
+        assert proc.returncode == 0, "\n".join(errors[:15]) + "\n...\n" + proc.stderr[-2000:]  # every rank's error
         return proc
 
     proc = torchrun()
@@ -69,3 +70,20 @@ def test_unsatisfiable_accelerate_settings_are_one_clear_error():
         Runtime.create("cpu", "fp16")
     with pytest.raises(ValueError, match="is not one of"):
         Runtime.create("cpu", "fp8")
+
+
+def test_one_process_runs_one_run_after_another_at_different_precisions():
+    """accelerate keeps one process-wide state: a second run (a sweep, a notebook, a test session) at
+    another precision was refused ("AcceleratorState has already been initialized")."""
+    from accelerate import Accelerator
+    from accelerate.state import AcceleratorState
+
+    from openprompt_ipt.training.distributed import Runtime
+
+    try:
+        Accelerator(cpu=True, mixed_precision="no")  # the previous run's (or the user's own)
+        assert Runtime.create("cpu", "bf16").accelerator.mixed_precision == "bf16"
+        assert Runtime.create("cpu", "no").accelerator is None
+        assert Runtime.create("cpu", "bf16").mixed_precision == "bf16"
+    finally:
+        AcceleratorState._reset_state(reset_partial_state=True)

@@ -64,7 +64,10 @@ class Runtime:
         if mixed_precision == "bf16" and not cpu and not torch.cuda.is_bf16_supported():
             raise ValueError("mixed precision 'bf16' is not supported by this GPU: use fp16 or no")
         from accelerate import Accelerator
+        from accelerate.state import AcceleratorState
 
+        if world == 1:  # one process runs run after run (a sweep, a notebook): each sets its own precision, and
+            AcceleratorState._reset_state(reset_partial_state=True)  # accelerate's state is a process-wide singleton
         try:
             acc = Accelerator(cpu=cpu, mixed_precision=mixed_precision)
         except (ValueError, RuntimeError) as e:
