@@ -156,7 +156,12 @@ class Runtime:
         return gather_object(items)
 
     def barrier(self) -> None:
-        if self.world_size > 1:
+        if self.world_size == 1:
+            return
+        if self.device.type == "cpu":  # accelerate's wait_for_everyone passes device_ids=[local rank], which a
+            import torch.distributed as dist  # CPU (gloo) job on a machine with fewer GPUs than processes turns
+            dist.barrier()  # into "CUDA error: invalid device ordinal" (seen on a 1-GPU machine, 2 CPU processes)
+        else:
             self.accelerator.wait_for_everyone()
 
 
