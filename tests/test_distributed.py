@@ -80,6 +80,7 @@ def test_one_process_runs_one_run_after_another_at_different_precisions():
 
     from openprompt_ipt.training.distributed import Runtime
 
+    AcceleratorState._reset_state(reset_partial_state=True)  # whatever an earlier test in this process left
     try:
         Accelerator(cpu=True, mixed_precision="no")  # the previous run's (or the user's own)
         assert Runtime.create("cpu", "bf16").accelerator.mixed_precision == "bf16"
