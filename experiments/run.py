@@ -67,7 +67,7 @@ def build_parser(description=__doc__.split("\n")[0]) -> argparse.ArgumentParser:
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE",
                    help="override a config value, e.g. --set train.epochs=5 (repeatable)")
     p.add_argument("--data-root", default=None, help="folder holding superglue/CB etc. (default: $IPT_ASSETS or ../shared/assets; a task not "
-                   "found there comes from the packaged copy or the hub: docs/data.md)")
+                   "found there comes from its pip-installed copy or the hub: docs/data.md)")
     p.add_argument("--output-dir", default=None,
                    help="runs folder: <dir>/<config name>/seed<k>/ (default: output_dir of the config, else runs)")
     p.add_argument("--seeds", type=parse_seeds, default=None, metavar="1,2,3",

