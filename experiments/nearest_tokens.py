@@ -58,6 +58,8 @@ def main(argv=None) -> int:
     p.add_argument("--run", required=True, help="run directory written by experiments/run.py")
     p.add_argument("--input", required=True, help="JSONL file of rows in the task's format")
     p.add_argument("--top-k", type=positive_int, default=5, help="tokens per prompt vector (default 5)")
+    p.add_argument("--idx", default=None, help="only the rows whose 'idx' is in this comma-separated list, e.g. 0,1,12 "
+                   "(read official rows straight from the data root)")
     p.add_argument("--max-examples", type=positive_int, default=None, help="only the first N rows of --input")
     p.add_argument("--output", default=None, help="write here instead of stdout: .md (markdown) or .json")
     p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, ...")
@@ -68,6 +70,14 @@ def main(argv=None) -> int:
         if not os.path.isdir(args.run):
             raise FileNotFoundError(f"run directory '{args.run}' not found")
         rows = read_jsonl(args.input)
+        if args.idx:
+            wanted = [int(i) for i in args.idx.split(",")]
+            by_idx = {row.get("idx"): row for row in rows}
+            missing = [i for i in wanted if i not in by_idx]
+            if missing:
+                raise ValueError(f"--idx {missing} not found in {args.input}: its rows carry idx values "
+                                 f"{min(by_idx)}..{max(by_idx)}")
+            rows = [by_idx[i] for i in wanted]
         if args.max_examples:
             rows = rows[:args.max_examples]
         with quiet_loading():

@@ -182,6 +182,15 @@ def test_cli_markdown_json_and_errors(runs, tmp_path, capsys):
     out = capsys.readouterr().out
     assert out.count("## Example") == 2 and "| instance 3 |" in out and "music is art" in out
 
+    # --idx picks rows by their idx, in the order given (the case study reads official rows from the data root)
+    indexed = tmp_path / "indexed.jsonl"
+    indexed.write_text("".join(json.dumps(dict(r, idx=10 + i)) + "\n" for i, r in enumerate(ROWS + [dict(ROWS[0], label="neutral")])))
+    out_json = tmp_path / "idx.json"
+    assert cli.main(["--run", runs["random"], "--input", str(indexed), "--idx", "12,10", "--output", str(out_json)]) == 0
+    assert [e["gold"] for e in json.loads(out_json.read_text())["examples"]] == ["neutral", None]
+    assert cli.main(["--run", runs["random"], "--input", str(indexed), "--idx", "3"]) == 2
+    assert "--idx [3] not found" in capsys.readouterr().err
+
     out_json = tmp_path / "out.json"
     assert cli.main(["--run", runs["random"], "--input", str(rows), "--output", str(out_json)]) == 0
     report = json.loads(out_json.read_text())
