@@ -138,6 +138,15 @@ def pending(group: Dict, out: str) -> List:
             if not os.path.exists(os.path.join(run_dir(out, m, s), "metrics.json"))]
 
 
+def clear_group(group: Dict, out: str) -> int:
+    """``--overwrite``: remove the group's own runs, finished or not, before any new one starts (old and new
+    runs never mix in one table); a ``from_group`` row's runs belong to that group and stay. Returns how many."""
+    own = [run_dir(out, m, s) for m in group["methods"] if not m.get("from_group") for s in group["seeds"]]
+    taken = [d for d in own if run_state(d)]
+    clear_runs(taken)
+    return len(taken)
+
+
 NOT_STARTED = None  # run_job's result for a run that --stop-after kept from starting
 WAITING = "waiting"  # ... for a two-stage run whose stage-1 run has not finished
 
@@ -308,10 +317,8 @@ def main(argv=None) -> int:
     if not args.report_only:
         check_peer_libraries(group, out)
         if args.overwrite:
-            own = [run_dir(out, m, s) for m in group["methods"] if not m.get("from_group") for s in group["seeds"]]
-            taken = [d for d in own if run_state(d)]
-            clear_runs(taken)  # old and new runs never mix in one table
-            print(f"group {args.group}: --overwrite removed {len(taken)} previous runs under {out}", flush=True)
+            print(f"group {args.group}: --overwrite removed {clear_group(group, out)} previous runs under {out}",
+                  flush=True)
         start = time.time()
         failures = run_group(args.group, group, out, args.workers, args.threads, args.extra, args.stop_after)
         print(f"group {args.group}: {(time.time() - start) / 60:.1f} min", flush=True)
