@@ -132,20 +132,21 @@ def test_resume_with_a_changed_config_names_the_keys(tmp_path):
 
 def test_a_slow_first_epoch_is_checkpointed_by_wall_time(tiny_dir, tmp_path, monkeypatch):
     """With the default checkpoint_every (500 steps) a run killed in its first epoch had nothing to
-    resume from; checkpoint_minutes saves by wall time too, and the resume equals the full run."""
-    from openprompt_ipt.training import trainer as trainer_mod
+    resume from; by default a checkpoint is also saved every train.checkpoint_minutes (5), and the
+    resume equals the full run."""
+    import time
 
     make = _bert_factory(tiny_dir)
     full, full_best = tiny_run(make, tmp_path / "full")
     clock = [0.0]
 
-    def minutes_per_call():  # every look at the clock: one more minute has passed
-        clock[0] += 60.0
+    def slow_clock():  # every look at the clock: ten more minutes have passed (a slow model)
+        clock[0] += 600.0
         return clock[0]
 
-    monkeypatch.setattr(trainer_mod.time, "monotonic", minutes_per_call)
+    monkeypatch.setattr(time, "monotonic", slow_clock)
     with pytest.raises(Killed):
-        tiny_run(make, tmp_path / "killed", kill_after=3, checkpoint_minutes=1.0)  # 500-step default
+        tiny_run(make, tmp_path / "killed", kill_after=3)  # the defaults: 500 steps, 5 minutes
     monkeypatch.undo()
     ckpt = latest_checkpoint(str(tmp_path / "killed"))
     assert ckpt is not None
