@@ -6,7 +6,8 @@ Groups live in ``benchmarks/accuracy_groups.yaml``. Each (method, seed) is one
 ``experiments/run.py`` subprocess (a method with ``runner: peft_prompt|peft_prefix``: the PEFT peer,
 ``benchmarks/peft_run.py``) with one thread (2 workers = the 2 cores of CI-class machines);
 a pair whose ``metrics.json`` exists is skipped, so an interrupted group resumes where it stopped, and a
-run cut off mid-way continues from its newest checkpoint (``run.py --resume``).
+run cut off mid-way continues from its newest checkpoint (``run.py --resume``); ``--overwrite`` redoes the
+whole group (its own runs are removed first, never those of a ``from_group`` row).
 At the end (and with ``--report-only``) the group's table is written to
 ``docs/results/<group>.md`` / ``.csv``: mean ± std over seeds of the test metrics, dev accuracy,
 trainable prompt parameters, the paper's number and the gap to the row's base method.
@@ -38,7 +39,7 @@ sys.path.insert(0, ROOT)
 
 from openprompt_ipt.runner.runs import mean_std  # noqa: E402
 from openprompt_ipt.serialization import write_text_atomic  # noqa: E402
-from openprompt_ipt.training.checkpoint import latest_checkpoint  # noqa: E402
+from openprompt_ipt.training.run_dir import clear_runs, run_state  # noqa: E402
 
 GROUPS_FILE = os.path.join(ROOT, "benchmarks", "accuracy_groups.yaml")
 # `runner:` of a method -> (script, its extra arguments); default experiments/run.py. A peer runner takes
@@ -115,7 +116,7 @@ def command(method: Dict, seed: int, out: str, extra: List[str]) -> List[str]:
     start = init_dir(out, method, seed)
     for item in list(method.get("set") or []) + ([f"init_from={start}"] if start else []) + extra:
         cmd += ["--set", item]
-    if latest_checkpoint(run_dir(out, method, seed)) is not None:
+    if run_state(run_dir(out, method, seed)) == "unfinished":
         cmd.append("--resume")  # a run cut off mid-way (a session's end, a kill) continues, not restarts
     return cmd
 
@@ -135,6 +136,15 @@ def pending(group: Dict, out: str) -> List:
     group stopped part-way has every method at the same number of seeds."""
     return [(m, s) for s in group["seeds"] for m in group["methods"]
             if not os.path.exists(os.path.join(run_dir(out, m, s), "metrics.json"))]
+
+
+def clear_group(group: Dict, out: str) -> int:
+    """``--overwrite``: remove the group's own runs, finished or not, before any new one starts (old and new
+    runs never mix in one table); a ``from_group`` row's runs belong to that group and stay. Returns how many."""
+    own = [run_dir(out, m, s) for m in group["methods"] if not m.get("from_group") for s in group["seeds"]]
+    taken = [d for d in own if run_state(d)]
+    clear_runs(taken)
+    return len(taken)
 
 
 NOT_STARTED = None  # run_job's result for a run that --stop-after kept from starting
@@ -294,6 +304,8 @@ def main(argv=None) -> int:
     p.add_argument("--set", dest="extra", action="append", default=[], help="override for every run")
     p.add_argument("--report-only", action="store_true", help="only rebuild the table from finished runs")
     p.add_argument("--keep-weights", action="store_true", help="keep best.safetensors / checkpoints")
+    p.add_argument("--overwrite", action="store_true",
+                   help="remove this group's finished and unfinished runs first and redo them all")
     p.add_argument("--stop-after", type=float, default=None, metavar="MINUTES",
                    help="start no run after this many minutes (runs in flight finish); rerun to resume")
     args = p.parse_args(argv)
@@ -304,6 +316,9 @@ def main(argv=None) -> int:
     failures = []
     if not args.report_only:
         check_peer_libraries(group, out)
+        if args.overwrite:
+            print(f"group {args.group}: --overwrite removed {clear_group(group, out)} previous runs under {out}",
+                  flush=True)
         start = time.time()
         failures = run_group(args.group, group, out, args.workers, args.threads, args.extra, args.stop_after)
         print(f"group {args.group}: {(time.time() - start) / 60:.1f} min", flush=True)

@@ -19,7 +19,7 @@ def run(args) -> str:
 
     cfg = load_pretrain_config(args.config, args.overrides)
     return format_metrics(run_pretraining(cfg, args.data_root, args.output_dir, overwrite=args.overwrite,
-                                          show_progress=not args.quiet))
+                                          resume=args.resume, show_progress=not args.quiet))
 
 
 def main(argv=None) -> int:

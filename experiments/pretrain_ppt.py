@@ -3,7 +3,7 @@ prompt / prefix on 3-way next-sentence prediction over offline Wikipedia, export
 
     python experiments/pretrain_ppt.py --config yamls/pretrain_ppt.yaml [--set train.epochs=2]
 
-Rerunning the same command after an interruption resumes (state in <output>.partial/); docs/pretraining.md.
+After an interruption the same command with --resume continues (state in <output>.partial/); docs/pretraining.md.
 """
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ def run(args) -> str:
 
     cfg = load_ppt_config(args.config, args.overrides)
     return format_info(run_ppt(cfg, args.data_root, args.output_dir, overwrite=args.overwrite,
-                               show_progress=not args.quiet))
+                               resume=args.resume, show_progress=not args.quiet))
 
 
 def main(argv=None) -> int:

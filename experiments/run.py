@@ -39,11 +39,23 @@ def parse_seeds(text):
 
 def training(run=run_experiment, resume: bool = False):
     """The train_fn of ``run_seeds`` around ``run`` (``run_experiment`` or a peer's, e.g. PEFT's); with
-    --resume each run (seed / sweep point / fold) continues from its own newest checkpoint, if any."""
+    --resume each run (seed / sweep point / fold) continues from its own newest checkpoint, keeps its
+    result when it finished (same config required), or starts from scratch, and says which in one line."""
     def train(cfg, splits, output_dir, show_progress):
-        from openprompt_ipt.training.checkpoint import latest_checkpoint
+        from openprompt_ipt.training.checkpoint import check_resume_config, latest_checkpoint
 
+        main = int(os.environ.get("RANK", "0")) == 0  # several processes: rank 0 speaks
+        done = os.path.join(output_dir, "metrics.json") if output_dir else None
+        if resume and done and os.path.isfile(done) and os.path.isfile(os.path.join(output_dir, "config.json")):
+            from openprompt_ipt.serialization import read_json
+
+            check_resume_config(output_dir, cfg, what="keep the finished run in")
+            if main:
+                print(f"resume: {output_dir} is finished (metrics.json): kept", flush=True)
+            return read_json(done, f"delete '{output_dir}' or rerun with --overwrite")
         again = resume and bool(output_dir) and latest_checkpoint(output_dir) is not None
+        if resume and output_dir and not again and main:
+            print(f"resume: nothing to resume in {output_dir} (no checkpoint): training from the start", flush=True)
         return run(cfg, None, output_dir, show_progress=show_progress, splits=splits.as_tuple(), resume=again)
     return train
 
@@ -73,7 +85,11 @@ def build_parser(description=__doc__.split("\n")[0]) -> argparse.ArgumentParser:
     p.add_argument("--seeds", type=parse_seeds, default=None, metavar="1,2,3",
                    help="run each seed and report mean ± std (default: the config's seed)")
     p.add_argument("--quiet", action="store_true", help="no progress bars or per-epoch lines")
-    p.add_argument("--resume", action="store_true", help="continue from the newest checkpoint of each run directory")
+    p.add_argument("--resume", action="store_true",
+                   help="continue each run directory from its newest checkpoint; finished runs are kept")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace the runs already in the run directory (without it, a run directory that holds a "
+                        "run is refused)")
     p.add_argument("--init-from", default=None, metavar="RUN_DIR",
                    help="start from a finished run's prompt (+ head when labels match): same as --set init_from=RUN_DIR")
     p.add_argument("--mixed-precision", choices=["no", "bf16", "fp16"], default=None,
@@ -109,8 +125,9 @@ def _main(argv=None, parser=None, run_for=None) -> int:
         if args.resume and not os.path.isdir(os.path.join(out, name)):
             raise FileNotFoundError(f"--resume: no runs of '{name}' under '{out}' (train without --resume first)")
         summary = run_seeds(cfg, name, out, args.seeds, args.data_root, show_progress=not args.quiet,
-                            train_fn=training(run_for(args) if run_for else run_experiment, args.resume))
-    except (ValueError, FileNotFoundError, KeyError, ImportError, FloatingPointError) as e:
+                            train_fn=training(run_for(args) if run_for else run_experiment, args.resume),
+                            resume=args.resume, overwrite=args.overwrite)
+    except (ValueError, FileNotFoundError, KeyError, ImportError, FloatingPointError) as e:  # DamagedFile, RunDirExists too
         print(f"error: {e.args[0] if isinstance(e, KeyError) and e.args else e}", file=sys.stderr)
         return 2
     if int(os.environ.get("RANK", "0")) != 0:

@@ -73,7 +73,8 @@ def run_argv(path: str, out_dir: str) -> List[str]:
     argv = ["--config", os.path.relpath(path, REPO)]
     for s in overrides(path):
         argv += ["--set", s]
-    return argv + ["--output-dir", out_dir, "--quiet"]
+    # smoke runs are this script's own scratch: a rerun replaces them (run.py refuses that unless told)
+    return argv + ["--output-dir", out_dir, "--quiet", "--overwrite"]
 
 
 def _child(argv: List[str], log: str) -> None:  # runs in the forked process

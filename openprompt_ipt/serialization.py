@@ -1,5 +1,6 @@
 """save/load of only the trained weights (safetensors) beside a JSON config, written atomically;
-atomic text writes and the one JSON-lines reader."""
+atomic text writes, the one JSON-lines reader, and reads of saved files that fail in one line when the
+file is damaged (a truncated checkpoint, a half-copied ``best.safetensors``)."""
 from __future__ import annotations
 
 import json
@@ -30,12 +31,51 @@ def save_trainable(module: nn.Module, directory: str, weights_file: str, config_
         os.replace(os.path.join(tmp, config_file), os.path.join(directory, config_file))
 
 
-def load_trainable(module: nn.Module, path: str) -> None:
+class DamagedFile(ValueError):
+    """A saved file that cannot be read back (truncated, half-copied): one line naming it and the fix."""
+
+
+def _damaged(path: str, error: Exception, fix: str) -> DamagedFile:
+    reason = (str(error).strip().splitlines() or [type(error).__name__])[0][:120]
+    return DamagedFile(f"file '{path}' is damaged or truncated ({type(error).__name__}: {reason}): {fix}")
+
+
+def read_safetensors(path: str, fix: str = "re-create it (rerun what wrote it)") -> dict:
+    """``safetensors.torch.load_file``; a damaged file is one ``DamagedFile`` line ending in ``fix``."""
     from safetensors.torch import load_file
 
+    try:
+        return load_file(path)
+    except FileNotFoundError:
+        raise
+    except Exception as e:  # safetensors raises its own SafetensorError (and OSError for short reads)
+        raise _damaged(path, e, fix) from None
+
+
+def read_torch(path: str, fix: str = "re-create it (rerun what wrote it)", **kwargs):
+    """``torch.load`` (CPU, full pickles: our own files only); a damaged file is one ``DamagedFile`` line."""
+    import torch
+
+    try:
+        return torch.load(path, **{"map_location": "cpu", "weights_only": False, **kwargs})
+    except FileNotFoundError:
+        raise
+    except Exception as e:  # truncated zip: RuntimeError; cut pickle: EOFError / UnpicklingError
+        raise _damaged(path, e, fix) from None
+
+
+def read_json(path: str, fix: str = "re-create it (rerun what wrote it)"):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except ValueError as e:
+        raise _damaged(path, e, fix) from None
+
+
+def load_trainable(module: nn.Module, path: str, fix: str = "re-create it (rerun what wrote it)") -> None:
     if not os.path.isfile(path):
         raise FileNotFoundError(f"weights file '{path}' not found")
-    state = load_file(path)
+    state = read_safetensors(path, fix)
     own = dict(module.named_parameters())
     unknown = [k for k in state if k not in own]
     if unknown:

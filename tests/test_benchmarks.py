@@ -361,3 +361,27 @@ def test_plot_prompt_length_puts_both_sweeps_on_prompt_positions(tmp_path, capsy
     err = capsys.readouterr().err
     assert "not an instance_wise run" in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "bad.md").exists() and not (tmp_path / "bad.png").exists()
+
+
+def test_accuracy_resumes_a_run_killed_before_its_first_checkpoint_and_overwrite_clears_the_group(tmp_path):
+    """A run directory with no checkpoint and no metrics.json (killed early) would be refused by run.py
+    without --resume; the group passes --resume (which then says there was nothing to resume).
+    --overwrite removes the group's own runs, never a from_group row's."""
+    bench = _load("accuracy")
+    out = str(tmp_path / "g")
+    method = {"label": "Random IPT", "yaml": "yamls/cb_random_ipt.yaml"}
+    borrowed = {"label": "PT", "yaml": "yamls/cb_prompt_tuning.yaml", "from_group": "other"}
+    run = bench.run_dir(out, method, 2)
+    os.makedirs(run)
+    open(os.path.join(run, "log.csv"), "w").write("step,epoch,name,value\n")
+    assert bench.command(method, 2, out, [])[-1] == "--resume"
+    done = bench.run_dir(out, method, 1)
+    os.makedirs(done)
+    open(os.path.join(done, "metrics.json"), "w").write("{}")
+    other = bench.run_dir(out, borrowed, 1)
+    os.makedirs(other)
+    open(os.path.join(other, "metrics.json"), "w").write("{}")
+    group = {"methods": [method, borrowed], "seeds": [1, 2]}
+    assert [s for _, s in bench.pending(group, out)] == [2, 2]
+    assert bench.clear_group(group, out) == 2
+    assert not os.path.exists(run) and not os.path.exists(done) and os.path.isfile(os.path.join(other, "metrics.json"))

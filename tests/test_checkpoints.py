@@ -128,3 +128,58 @@ def test_resume_with_a_changed_config_names_the_keys(tmp_path):
     with pytest.raises(ValueError, match=r"train.epochs: 3 -> 5; train.lr_prompt: 0.003 -> 0.01") as err:
         check_resume_config(str(tmp_path), {"seed": 1, "train": {"lr_prompt": 0.01, "epochs": 5}})
     assert "seed" not in str(err.value).split("at ", 1)[1]
+
+
+def test_a_slow_first_epoch_is_checkpointed_by_wall_time(tiny_dir, tmp_path, monkeypatch):
+    """With the default checkpoint_every (500 steps) a run killed in its first epoch had nothing to
+    resume from; by default a checkpoint is also saved every train.checkpoint_minutes (5), and the
+    resume equals the full run."""
+    import time
+
+    make = _bert_factory(tiny_dir)
+    full, full_best = tiny_run(make, tmp_path / "full")
+    clock = [0.0]
+
+    def slow_clock():  # every look at the clock: ten more minutes have passed (a slow model)
+        clock[0] += 600.0
+        return clock[0]
+
+    monkeypatch.setattr(time, "monotonic", slow_clock)
+    with pytest.raises(Killed):
+        tiny_run(make, tmp_path / "killed", kill_after=3)  # the defaults: 500 steps, 5 minutes
+    monkeypatch.undo()
+    ckpt = latest_checkpoint(str(tmp_path / "killed"))
+    assert ckpt is not None
+    progress = load_checkpoint(ckpt)["state"]["progress"]
+    assert (progress["epoch"], progress["batches_done"]) == (1, 3)
+    resumed, resumed_best = tiny_run(make, tmp_path / "killed", resume=ckpt)
+    assert resumed_best == full_best and resumed.config.history == full.config.history
+    # the default: no wall-time save inside a fast epoch, so the kill leaves nothing behind
+    with pytest.raises(Killed):
+        tiny_run(make, tmp_path / "fast", kill_after=3)
+    assert latest_checkpoint(str(tmp_path / "fast")) is None
+
+
+@pytest.mark.parametrize("damaged", ["training_state.pt", "trainable.safetensors", "best.safetensors"])
+def test_a_truncated_checkpoint_file_is_one_line_naming_it(tiny_dir, tmp_path, damaged):
+    from openprompt_ipt.serialization import DamagedFile
+
+    tiny_run(_bert_factory(tiny_dir), tmp_path / "run", epochs=2)
+    ckpt = latest_checkpoint(str(tmp_path / "run"))
+    path = os.path.join(ckpt, damaged)
+    data = open(path, "rb").read()
+    with open(path, "wb") as f:  # a copy cut short / a full disk
+        f.write(data[: len(data) // 2])
+    with pytest.raises(DamagedFile) as err:
+        load_checkpoint(ckpt)
+    text = str(err.value)
+    assert "\n" not in text and f"'{path}' is damaged or truncated" in text
+    assert f"delete the checkpoint folder '{ckpt}'" in text and "--overwrite" in text
+
+
+def test_resume_may_change_only_the_checkpoint_schedule(tmp_path):
+    from openprompt_ipt.training.checkpoint import CONFIG_FILE
+
+    (tmp_path / CONFIG_FILE).write_text('{"seed": 1, "train": {"epochs": 3, "checkpoint_every": 500}}')
+    check_resume_config(str(tmp_path), {"seed": 1, "train": {"epochs": 3, "checkpoint_every": 10,
+                                                             "checkpoint_minutes": 1.0, "keep_checkpoints": 2}})

@@ -144,7 +144,7 @@ def test_cli_runs_your_own_data_and_says_where_it_came_from(tiny_model_dir, tmp_
     bad = write_yaml(tmp_path, {"name": "text_pair", "path": str(tmp_path / "nowhere"), "labels": ["a", "b"]},
                      [["y"], ["n"]], model=tiny_model_dir)
     capsys.readouterr()
-    assert run.main(["--config", bad, "--output-dir", out, "--quiet"]) == 2
+    assert run.main(["--config", bad, "--output-dir", out + "_bad", "--quiet"]) == 2  # runs/ holds the run above
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and err.startswith("error: text_pair data folder") and "nowhere" in err
 

@@ -55,6 +55,7 @@ def test_two_processes_match_one(tiny_model_dir, tmp_path):  # noqa: F811
 
     # resuming the 2-process run from a mid-epoch checkpoint (epoch 2, after 2 of its 4 batches) is exact
     (run_dir / "checkpoints" / "latest").write_text("step-0000003")
+    (run_dir / "metrics.json").unlink()  # as if killed there: --resume keeps a finished run as it is
     torchrun("--resume")
     again = json.load(open(run_dir / "metrics.json"))
     assert again["training"]["resumed_from_step"] == 3

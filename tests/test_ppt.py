@@ -85,12 +85,14 @@ def test_export_resume_and_init_prompt_from(tmp_path, tiny_model_dir, monkeypatc
         run_ppt(cfg, output_dir=out, show_progress=False, log=logs.append)
     assert os.path.isdir(out + ".partial") and not os.path.exists(out)
     restore()
-    resumed = run_ppt(cfg, output_dir=out, show_progress=False, log=logs.append)
+    with pytest.raises(ValueError, match="already holds an unfinished run .*: --resume continues it"):
+        run_ppt(cfg, output_dir=out, show_progress=False, log=logs.append)
+    resumed = run_ppt(cfg, output_dir=out, show_progress=False, log=logs.append, resume=True)
     assert any(str(m).startswith("resuming PPT pre-training from") for m in logs)
     assert resumed["history"] == full["history"]
     with safe_open(os.path.join(out, "prompt.safetensors"), "pt") as f:
         assert torch.equal(f.get_tensor("task_prompt"), exported["task_prompt"])
-    with pytest.raises(ValueError, match="already holds a finished export"):
+    with pytest.raises(ValueError, match=r"already holds a finished run \(export"):
         run_ppt(cfg, output_dir=out, show_progress=False, log=logs.append)
 
     # downstream: Prompt Tuning on (tiny) CB starts from the exported prompt

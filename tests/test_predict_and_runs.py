@@ -103,3 +103,110 @@ def test_runner_resume_equals_uninterrupted_and_rejects_changed_config(tiny_mode
 
     text = format_summary(resumed, out)
     assert "resumed at step 5" in text and "predict.py --run" in text and len(text.splitlines()) < 25
+
+
+def write_tiny_yaml(tmp_path, model_dir, data_dir, name="tiny"):
+    import yaml
+
+    raw = {"dataset": {"name": "cb", "path": data_dir, "dev_from_train": 0.25},
+           "plm": {"model_path": model_dir, "freeze": True, "max_seq_length": 64},
+           "template": "instance_wise",
+           "instance_wise": {"text": '{"placeholder":"text_a"} question: {"placeholder":"text_b"} ? {"mask"} .',
+                             "strategy": "random", "prompt_length": 2},
+           "soft_verbalizer": {"label_words": [["yes"], ["no"], ["maybe"]]},
+           "train": {"epochs": 2, "batch_size": 4, "lr_prompt": 0.05, "lr_head": 0.05, "device": "cpu"},
+           "test": {"batch_size": 4}, "seed": 3}
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return str(path)
+
+
+def snapshot(folder):
+    """Every file under ``folder`` with its bytes: 'nothing touched' compares two of these."""
+    out = {}
+    for dirpath, _, files in os.walk(folder):
+        for fn in files:
+            p = os.path.join(dirpath, fn)
+            out[os.path.relpath(p, folder)] = open(p, "rb").read()
+    return out
+
+
+def test_a_new_run_never_replaces_a_finished_one(tiny_model_dir, tmp_path, capsys):
+    run = load_script("run")
+    config = write_tiny_yaml(tmp_path, tiny_model_dir, write_cb(tmp_path / "CB"))
+    out, seed_dir = str(tmp_path / "runs"), str(tmp_path / "runs" / "tiny" / "seed3")
+    assert run.main(["--config", config, "--output-dir", out, "--quiet"]) == 0
+    before = snapshot(out)
+    assert {"tiny/seed3/metrics.json", "tiny/seed3/best.safetensors", "tiny/summary.json"} <= set(before)
+    capsys.readouterr()
+    # the same command with another setting: one line, nothing in the directory touched
+    for extra in (["--set", "train.epochs=1"], ["--seeds", "3,4", "--set", "train.epochs=1"]):
+        assert run.main(["--config", config, "--output-dir", out, "--quiet", *extra]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err == (f"error: directory '{seed_dir}' already holds a finished run (metrics.json): --overwrite replaces it "
+                       "(--resume keeps it and runs only what is missing), or choose another --output-dir")
+        assert snapshot(out) == before
+    # --resume keeps the finished run (a changed config is refused, naming the key)
+    assert run.main(["--config", config, "--output-dir", out, "--quiet", "--resume", "--set", "train.epochs=1"]) == 2
+    assert "train.epochs: 2 -> 1" in capsys.readouterr().err and snapshot(out) == before
+    assert run.main(["--config", config, "--output-dir", out, "--quiet", "--resume"]) == 0
+    assert f"resume: {seed_dir} is finished (metrics.json): kept" in capsys.readouterr().out
+    assert snapshot(out)["tiny/seed3/metrics.json"] == before["tiny/seed3/metrics.json"]
+    # a truncated best.safetensors: predict names the file and what to do
+    best = os.path.join(seed_dir, "best.safetensors")
+    data = open(best, "rb").read()
+    open(best, "wb").write(data[:100])
+    predict = load_script("predict")
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text(json.dumps({"premise": "a cat", "hypothesis": "a dog"}) + "\n")
+    assert predict.main(["--run", seed_dir, "--input", str(rows)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]  # after the PLM's loading bar
+    assert err.startswith(f"error: file '{best}' is damaged or truncated (") and "--overwrite" in err
+    # --overwrite replaces it whole: no file of the old run survives beside the new one
+    open(os.path.join(seed_dir, "old_note.txt"), "w").write("from the old run")
+    assert run.main(["--config", config, "--output-dir", out, "--quiet", "--overwrite", "--set", "train.epochs=1"]) == 0
+    assert not os.path.exists(os.path.join(seed_dir, "old_note.txt"))
+    assert len(json.load(open(os.path.join(seed_dir, "metrics.json")))["history"]) == 1
+    assert "--overwrite: removed the previous run in" in capsys.readouterr().out
+    assert run.main(["--config", config, "--output-dir", out, "--resume", "--overwrite"]) == 2
+
+
+def test_an_unfinished_run_is_refused_and_resume_says_where_it_starts(tiny_model_dir, tmp_path, monkeypatch, capsys):
+    run = load_script("run")
+    config = write_tiny_yaml(tmp_path, tiny_model_dir, write_cb(tmp_path / "CB"))
+    out, seed_dir = str(tmp_path / "runs"), str(tmp_path / "runs" / "tiny" / "seed3")
+    restore = interrupt_at_eval(monkeypatch, 2)  # killed at the end of epoch 2
+    with pytest.raises(KeyboardInterrupt):
+        run.main(["--config", config, "--output-dir", out, "--quiet", "--set", "train.checkpoint_every=1"])
+    restore()
+    before = snapshot(out)
+    capsys.readouterr()
+    assert run.main(["--config", config, "--output-dir", out, "--quiet", "--set", "train.checkpoint_every=1"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"error: directory '{seed_dir}' already holds an unfinished run (checkpoint step-0000005): --resume continues it, "
+        "--overwrite replaces it, or choose another --output-dir")
+    assert snapshot(out) == before
+    # --quiet still says what the run resumed from (the checkpoint schedule may change on resume)
+    assert run.main(["--config", config, "--output-dir", out, "--quiet", "--resume"]) == 0
+    printed = capsys.readouterr().out
+    assert f"resuming from {seed_dir}/checkpoints/step-0000005: optimizer step 5, epoch 2 after 2 of 3 batches" in printed
+    # killed before any checkpoint: --resume says there was nothing to resume
+    os.makedirs(str(tmp_path / "early" / "tiny" / "seed3"))
+    open(str(tmp_path / "early" / "tiny" / "seed3" / "log.csv"), "w").write("step,epoch,name,value\n")
+    early = str(tmp_path / "early")
+    assert run.main(["--config", config, "--output-dir", early, "--quiet"]) == 2
+    assert "holds an unfinished run (no checkpoint yet)" in capsys.readouterr().err
+    assert run.main(["--config", config, "--output-dir", early, "--quiet", "--resume"]) == 0
+    assert (f"resume: nothing to resume in {early}/tiny/seed3 (no checkpoint): training from the start"
+            in capsys.readouterr().out)
+    # a truncated checkpoint: one line naming the file, on --resume
+    assert run.main(["--config", config, "--output-dir", out, "--quiet", "--overwrite",
+                     "--set", "train.epochs=1"]) == 0
+    ckpt = os.path.join(seed_dir, "checkpoints", open(os.path.join(seed_dir, "checkpoints", "latest")).read())
+    os.remove(os.path.join(seed_dir, "metrics.json"))  # as if killed after the last checkpoint
+    state = os.path.join(ckpt, "training_state.pt")
+    open(state, "wb").write(open(state, "rb").read()[:200])
+    capsys.readouterr()
+    assert run.main(["--config", config, "--output-dir", out, "--quiet", "--resume", "--set", "train.epochs=1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]  # after the PLM's loading bar
+    assert err.startswith(f"error: file '{state}' is damaged or truncated (") and "--overwrite" in err

@@ -206,7 +206,8 @@ def test_exports_feed_pretrained_and_encoder_ipt(bert, tiny_dir, data_dir, hf_ca
         InstanceWiseTemplate(model, tok, text=TEXT, strategy="encoder", prompt_length=4, encoder_hidden=16,
                              encoder_path=out)
 
-    with pytest.raises(ValueError, match="already holds a finished export: pass --overwrite"):
+    with pytest.raises(ValueError, match=r"already holds a finished run \(export, DONE marker\): --overwrite replaces "
+                                         "it, or choose another --output-dir"):
         run_pretraining(cfg, data_dir, out, show_progress=False, cache_dir=hf_cache, log=lambda *_: None)
     run_pretraining(cfg, data_dir, out, overwrite=True, show_progress=False, cache_dir=hf_cache, log=lambda *_: None)
     assert os.path.isfile(os.path.join(out, "DONE")) and not os.path.exists(out + ".old")
@@ -223,12 +224,20 @@ def test_interrupted_run_resumes_or_refuses(tiny_dir, data_dir, hf_cache, tmp_pa
     with pytest.raises(KeyboardInterrupt):
         run_pretraining(cfg, data_dir, out, show_progress=False, cache_dir=hf_cache, log=interrupt_after_epoch_1)
     assert not os.path.exists(out) and os.path.isfile(os.path.join(out + ".partial", "train_state.pt"))
+    partial = out + ".partial"
+    before = {f: open(os.path.join(partial, f), "rb").read() for f in os.listdir(partial)}
+    with pytest.raises(ValueError, match=f"directory '{partial}' already holds an unfinished run .*: --resume "
+                                         "continues it, --overwrite replaces it, or choose another --output-dir"):
+        run_pretraining(cfg, data_dir, out, show_progress=False, cache_dir=hf_cache, log=lambda *_: None)
+    assert {f: open(os.path.join(partial, f), "rb").read() for f in os.listdir(partial)} == before
     changed = json.loads(json.dumps(cfg))
     changed["seed"] = 7
     with pytest.raises(ValueError, match="interrupted run with a different configuration"):
-        run_pretraining(changed, data_dir, out, show_progress=False, cache_dir=hf_cache, log=lambda *_: None)
+        run_pretraining(changed, data_dir, out, show_progress=False, cache_dir=hf_cache, log=lambda *_: None,
+                        resume=True)
     logs = []
-    metrics = run_pretraining(cfg, data_dir, out, show_progress=False, cache_dir=hf_cache, log=logs.append)
+    metrics = run_pretraining(cfg, data_dir, out, show_progress=False, cache_dir=hf_cache, log=logs.append,
+                              resume=True)
     assert any("resumed after epoch 1" in str(line) for line in logs)
     assert [r["epoch"] for r in metrics["history"]] == [1, 2, 3]
     assert os.path.isfile(os.path.join(out, "DONE")) and not os.path.exists(out + ".partial")

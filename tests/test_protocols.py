@@ -272,3 +272,25 @@ train:
     assert seed1["sizes"] == {"train": 6, "dev": 6, "test": 6} and seed1["test_split"] == "official val"
     md = aggregate([str(tmp_path / "runs" / "tiny_fs")])["results.md"]
     assert "| PT + Random IPT [few_shot K=2/label] |" in md and "(n=2)" in md
+
+
+def test_a_sweep_or_seed_group_never_replaces_earlier_runs(tmp_path):
+    """The run-directory rule (training/run_dir.py) holds for every seed of a group and for sweeps: a seed
+    directory that holds a run is refused before any run starts; --overwrite clears every point first."""
+    from openprompt_ipt.training.run_dir import RunDirExists
+
+    write_cb(str(tmp_path / "CB"))
+    cfg = load_config(yaml_config(tmp_path, "sweep:\n  train.lr_prompt: [0.1, 0.01]\n"))
+    runs = tmp_path / "runs"
+    run_seeds(cfg, "sw", str(runs), [1], str(tmp_path), train_fn=fake_train([]), show_progress=False)
+    old_point = runs / "sw" / "seed1" / "lr_prompt=0.1" / "metrics.json"
+    before = old_point.read_text()
+    calls = []
+    with pytest.raises(RunDirExists, match=r"seed1' already holds a finished run \(metrics.json\)"):
+        run_seeds(cfg, "sw", str(runs), [2, 1], str(tmp_path), train_fn=fake_train(calls), show_progress=False)
+    assert calls == [] and not (runs / "sw" / "seed2").exists() and old_point.read_text() == before
+    (runs / "sw" / "seed1" / "lr_prompt=0.5").mkdir()  # a point the new grid does not have
+    other = load_config(yaml_config(tmp_path, "sweep:\n  train.lr_prompt: [0.02]\n"))
+    run_seeds(other, "sw", str(runs), [1], str(tmp_path), train_fn=fake_train(calls), show_progress=False,
+              overwrite=True)
+    assert sorted(os.listdir(runs / "sw" / "seed1")) == ["config.json", "lr_prompt=0.02", "metrics.json"]

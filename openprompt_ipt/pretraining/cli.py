@@ -17,6 +17,7 @@ def run_pretraining_cli(argv: Optional[List[str]], doc: str, config_help: str, s
     p.add_argument("--data-root", default=None, help="folder holding corpora/ ... (default: $IPT_ASSETS or ../shared/assets)")
     p.add_argument("--output-dir", default=None, help=output_help)
     p.add_argument("--overwrite", action="store_true", help="replace a finished export / discard an interrupted run")
+    p.add_argument("--resume", action="store_true", help="continue the interrupted run in <output>.partial")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     args = p.parse_args(argv)
@@ -31,7 +32,7 @@ def run_pretraining_cli(argv: Optional[List[str]], doc: str, config_help: str, s
         print(f"error: {e.args[0] if isinstance(e, KeyError) and e.args else e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("interrupted: rerun the same command to resume (state is kept in <output>.partial)", file=sys.stderr)
+        print("interrupted: rerun the same command with --resume to continue (state is kept in <output>.partial)", file=sys.stderr)
         return 130
     print(text)
     return 0

@@ -1,7 +1,7 @@
 """The export directory: atomic, resumable, never half-written-as-complete.
 
 A run works in ``<out>.partial/`` (the corpus and per-epoch training state live there, so an
-interrupted run resumes with the same configuration); the files are written there, a ``DONE``
+interrupted run resumes with ``--resume`` and the same configuration); the files are written there, a ``DONE``
 marker last, and only then is the folder renamed to ``<out>`` (replacing an old export only with
 ``overwrite``). Layout of a finished export:
 
@@ -33,18 +33,24 @@ def is_finished(out: str) -> bool:
     return os.path.isfile(os.path.join(out, DONE))
 
 
-def prepare_output(out: str, run_config: Dict, overwrite: bool = False, log: Callable = print) -> str:
-    """The work folder for this run; refuses a finished export (unless ``overwrite``) and resumes a
-    partial one only when it was started with the same configuration."""
+def prepare_output(out: str, run_config: Dict, overwrite: bool = False, log: Callable = print,
+                   resume: bool = False) -> str:
+    """The work folder for this run, under the runner's rule (``training/run_dir.py``): a finished export
+    or an interrupted run (``<out>.partial``) is refused in one line unless ``overwrite`` (start over; the
+    old export is replaced only when the new one is complete) or ``resume`` (the interrupted run, with the
+    same configuration)."""
+    from ..training.run_dir import refusal
+
+    if resume and overwrite:
+        raise ValueError("--resume continues the interrupted run, --overwrite replaces it: pass one")
+    work = partial_dir(out)
     if is_finished(out) and not overwrite:
-        raise ValueError(f"output directory '{out}' already holds a finished export: pass --overwrite to replace it "
-                         "(or choose another --output-dir)")
+        raise refusal(out, "finished", f"export, {DONE} marker", resumable=False)
     if os.path.isdir(out) and os.listdir(out) and not is_finished(out) and not overwrite:
         raise ValueError(f"output directory '{out}' exists and is not a finished export (no {DONE} marker): remove "
                          "it, pass --overwrite, or choose another --output-dir")
     run_config = json.loads(json.dumps(run_config, sort_keys=True))  # compare as it reads back
-    work = partial_dir(out)
-    if os.path.isdir(work):
+    if os.path.isdir(work) and os.listdir(work):
         try:
             with open(os.path.join(work, RUN_CONFIG)) as f:
                 previous = json.load(f)
@@ -53,11 +59,15 @@ def prepare_output(out: str, run_config: Dict, overwrite: bool = False, log: Cal
         if overwrite:
             log(f"--overwrite: discarding the interrupted run in {work}")
             shutil.rmtree(work)
+        elif not resume:
+            raise refusal(work, "unfinished", "an interrupted pretraining run")
         elif previous != run_config:
             raise ValueError(f"'{work}' holds an interrupted run with a different configuration: rerun with the same "
                              "configuration to resume it, or pass --overwrite to discard it and start over")
         else:
             log(f"resuming the interrupted run in {work}")
+    elif resume:
+        log(f"nothing to resume in {work}: training from the start")
     os.makedirs(work, exist_ok=True)
     with open(os.path.join(work, RUN_CONFIG), "w") as f:
         json.dump(run_config, f, indent=2, sort_keys=True)

@@ -71,7 +71,8 @@ def initial_embedding(init: str, path: str, dim: Optional[int], vocab: int):
 
 
 def run_pretraining(cfg: Dict, root: Optional[str] = None, output_dir: Optional[str] = None, overwrite: bool = False,
-                    show_progress: bool = True, cache_dir: Optional[str] = None, log: Callable = print) -> Dict:
+                    show_progress: bool = True, cache_dir: Optional[str] = None, log: Callable = print,
+                    resume: bool = False) -> Dict:
     from ..runner.experiment import data_root
     from ..generators.vocab_table import save_table, tokenizer_fingerprint
     from ..training.trainer import set_seed
@@ -81,12 +82,14 @@ def run_pretraining(cfg: Dict, root: Optional[str] = None, output_dir: Optional[
     out = output_dir or cfg.get("output_dir") or default_output_dir(cfg)
     mapping = load_mapping(resolve_mapping_path(cfg["corpus"]["mapping"]))
     tokenizer, tok_path = load_tokenizer(cfg["plm"]["model_path"])
-    work = prepare_output(out, cfg, overwrite, log)
+    work = prepare_output(out, cfg, overwrite, log, resume=resume)
     set_seed(cfg["seed"])
 
     corpus_file = os.path.join(work, "corpus.pt")
     if os.path.isfile(corpus_file):
-        corpus = torch.load(corpus_file, weights_only=False)
+        from ..serialization import read_torch
+
+        corpus = read_torch(corpus_file, "delete it (--resume then rebuilds the corpus) or rerun with --overwrite")
     else:
         c = cfg["corpus"]
         log(f"building the corpus from {mapping.path} (data root {root})")

@@ -12,7 +12,7 @@ Export folder (atomic and resumable like the category pretraining, ``export.py``
 ``prompt.safetensors`` (the template's trained tensors + metadata: backbone, tokenizer fingerprint,
 vocab / hidden size, template and its settings), ``ppt.json`` (config, corpus summary, metrics),
 ``config.yaml`` and ``DONE``; the interrupted run's pairs and trainer checkpoints live in
-``<out>.partial/`` and the same command resumes mid-epoch.
+``<out>.partial/`` and the same command with ``--resume`` continues mid-epoch.
 """
 from __future__ import annotations
 
@@ -178,7 +178,7 @@ def export_metadata(model, tokenizer, exp: Dict) -> Dict[str, str]:
 
 
 def run_ppt(cfg: Dict, data_root: Optional[str] = None, output_dir: Optional[str] = None, overwrite: bool = False,
-            show_progress: bool = True, log=print) -> Dict:
+            show_progress: bool = True, log=print, resume: bool = False) -> Dict:
     """Pre-train, export, return the info written to ``ppt.json``."""
     import torch
     from safetensors.torch import save_file
@@ -199,11 +199,12 @@ def run_ppt(cfg: Dict, data_root: Optional[str] = None, output_dir: Optional[str
         corpus_path = cfg["corpus"]["path"]
     if not os.path.isfile(corpus_path):  # before anything is written
         read_documents(corpus_path, 1, 1)
-    work = prepare_output(out, {"ppt": cfg, "experiment": exp}, overwrite=overwrite, log=log)
+    work = prepare_output(out, {"ppt": cfg, "experiment": exp}, overwrite=overwrite, log=log, resume=resume)
     pairs_path = os.path.join(work, PAIRS_FILE)
     if os.path.isfile(pairs_path):  # a resumed run trains on the very pairs it started with
-        with open(pairs_path) as f:
-            pairs = json.load(f)
+        from ..serialization import read_json
+
+        pairs = read_json(pairs_path, "delete it (--resume then draws the pairs again) or rerun with --overwrite")
     else:
         pairs = build_pairs(cfg, corpus_path)
         write_text_atomic(pairs_path, json.dumps(pairs))
@@ -223,10 +224,10 @@ def run_ppt(cfg: Dict, data_root: Optional[str] = None, output_dir: Optional[str
     tcfg = TrainConfig(**{k: v for k, v in t.items() if k in TrainConfig.__dataclass_fields__},
                        seed=int(cfg["seed"]), show_progress=show_progress)
     trainer = Trainer(model, tcfg, output_dir=work, run_config=exp)
-    resume = latest_checkpoint(work)
-    if resume:
-        log(f"resuming PPT pre-training from {resume}")
-    best_dev = trainer.fit(loaders["train"], loaders["dev"], resume=resume)
+    checkpoint = latest_checkpoint(work)
+    if checkpoint:
+        log(f"resuming PPT pre-training from {checkpoint}")
+    best_dev = trainer.fit(loaders["train"], loaders["dev"], resume=checkpoint)
     test = evaluate(model, loaders["test"], trainer.device, desc="test", show_progress=show_progress)
     state = trainable_state(model.template, skip=("raw_embedding",))
     save_file(state, os.path.join(work, PROMPT_FILE), metadata=export_metadata(model, tokenizer, exp))

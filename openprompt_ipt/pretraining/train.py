@@ -96,7 +96,10 @@ def train_classifier(model, corpus: Corpus, cfg: PretrainConfig, state_path: Opt
     k = len(corpus.categories)
     start_epoch, best, best_state, bad, elapsed = 0, None, None, 0, 0.0
     if state_path and os.path.isfile(state_path):
-        state = torch.load(state_path, map_location=device, weights_only=False)
+        from ..serialization import read_torch
+
+        state = read_torch(state_path, "delete it (--resume then restarts training) or rerun with --overwrite",
+                           map_location=device)
         model.load_state_dict(state["model"])
         for o, s in zip(opts, state["optimizers"]):
             o.load_state_dict(s)

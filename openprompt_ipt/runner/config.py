@@ -26,7 +26,7 @@ DEFAULTS: Dict = {
               "weight_decay": 0.0, "adam_betas": [0.9, 0.999], "adam_eps": 1e-8, "scheduler": "linear",
               "warmup_steps": 0, "warmup_ratio": 0.06, "gradient_accumulation_steps": 1,
               "max_grad_norm": 1.0, "metric": "accuracy", "device": "auto", "vocab_rows": "all",
-              "checkpoint_every": 500, "keep_checkpoints": 1, "mixed_precision": "no",
+              "checkpoint_every": 500, "checkpoint_minutes": 5.0, "keep_checkpoints": 1, "mixed_precision": "no",
               "max_steps": None},  # optimizer steps, rounded up to whole epochs; set: wins over epochs
     "test": {"batch_size": 32},
     # data protocol (docs/protocols.md): full | few_shot (IPT §5.1) | low_resource (IDPG §4.4)

@@ -111,9 +111,10 @@ def _load_head(model, cfg: Dict, source: Dict, labels: Sequence[str], run_dir: s
         if mode is True:
             raise ValueError(f"init_head: true but init_from '{run_dir}' has no usable head: {reason}")
         return f"not loaded: {reason}"
-    from safetensors.torch import load_file
+    from ..serialization import read_safetensors
 
-    state = {k[len("verbalizer."):]: v for k, v in load_file(best).items() if k.startswith("verbalizer.")}
+    fix = f"train init_from's run '{run_dir}' again (experiments/run.py ... --overwrite), or set init_head: false"
+    state = {k[len("verbalizer."):]: v for k, v in read_safetensors(best, fix).items() if k.startswith("verbalizer.")}
     params = dict(model.verbalizer.named_parameters())
     for name, value in state.items():
         if name not in params or params[name].shape != value.shape:

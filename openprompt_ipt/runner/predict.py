@@ -9,7 +9,6 @@ returns ``{"guid", "label", "probabilities"}`` per example.
 """
 from __future__ import annotations
 
-import json
 import os
 from typing import Dict, Iterable, List
 
@@ -87,8 +86,10 @@ def load_run(run_dir: str, device: str = "cpu") -> Predictor:
         if not os.path.isfile(path):
             raise FileNotFoundError(f"'{run_dir}' is not a finished run: {os.path.basename(path)} is missing "
                                     "(train with experiments/run.py --output-dir first)")
-    with open(cfg_path) as f:
-        cfg = json.load(f)
+    from ..serialization import read_json
+
+    retrain = "train the run again (experiments/run.py ... --overwrite) or use another run"
+    cfg = read_json(cfg_path, retrain)
     from ..data import get_task
 
     labels = list(get_task(cfg["dataset"]["name"], cfg["dataset"]).labels)
@@ -104,7 +105,7 @@ def load_run(run_dir: str, device: str = "cpu") -> Predictor:
         prompt_model = PromptForClassification(model, template, verbalizer, freeze_plm=freeze, plm_eval_mode=freeze)
     else:  # templates without save_pretrained: rebuilt from the config alone
         prompt_model, tokenizer, wrapper_class = build_model(cfg, [], len(labels), labels)
-    load_trainable(prompt_model, weights)
+    load_trainable(prompt_model, weights, retrain)
     n_prefix = getattr(prompt_model.template, "n_prefix", 0)
     max_len = min(int(cfg["plm"]["max_seq_length"]), max_positions(prompt_model.plm.config) - n_prefix)
     wrapper = wrapper_class(max_seq_length=max_len, tokenizer=tokenizer, truncate_method="balanced")

@@ -129,9 +129,13 @@ def summarize(name: str, results: List[Dict]) -> Dict:
 
 
 def run_seeds(cfg: Dict, name: str, output_dir: Optional[str], seeds: Sequence[int] | None = None,
-              root: str | None = None, train_fn: TrainFn | None = None, show_progress: bool = True) -> Dict:
+              root: str | None = None, train_fn: TrainFn | None = None, show_progress: bool = True,
+              resume: bool = False, overwrite: bool = False) -> Dict:
     """Run ``cfg`` for each seed (default: ``cfg['seed']``); returns the summary (also written to
-    ``<output_dir>/<name>/summary.json`` with each seed's metrics.json under ``seed<k>/``)."""
+    ``<output_dir>/<name>/summary.json`` with each seed's metrics.json under ``seed<k>/``).
+    A seed directory that already holds a run is refused (``training/run_dir.py``) unless ``resume``
+    (``train_fn`` continues it) or ``overwrite`` (cleared once every seed's data is ready)."""
+    from ..training.run_dir import check_new_runs, clear_runs
     from .experiment import data_root
 
     train_fn = train_fn or default_train
@@ -141,11 +145,17 @@ def run_seeds(cfg: Dict, name: str, output_dir: Optional[str], seeds: Sequence[i
         raise ValueError(f"--seeds lists a seed twice: {seeds}")
     expand_grid(cfg.get("sweep") or {})  # bad sweeps fail before anything runs
     top = os.path.join(output_dir, name) if output_dir else None
+    if resume and overwrite:
+        raise ValueError("--resume continues the runs in the run directory, --overwrite replaces them: pass one")
+    taken = check_new_runs([os.path.join(top, f"seed{s}") for s in seeds] if top else [], resume, overwrite)
     plans = []
     for seed in seeds:  # every seed's data first: a bad protocol (K too large) fails before any run is written
         scfg = copy.deepcopy(cfg)
         scfg["seed"] = int(seed)
         plans.append((scfg, make_splits(scfg, root)))
+    if overwrite and taken and int(os.environ.get("RANK", "0")) == 0:
+        clear_runs(taken + [os.path.join(top, "summary.json")])  # the old group's summary goes with its runs
+        print(f"--overwrite: removed the previous run{'s' if len(taken) > 1 else ''} in {', '.join(taken)}", flush=True)
     if int(os.environ.get("RANK", "0")) == 0:
         for line in dict.fromkeys(s.source for _, s in plans if s.source):  # each run says where its data came from
             print(line, flush=True)

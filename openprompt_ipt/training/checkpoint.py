@@ -103,18 +103,20 @@ def save_checkpoint(run_dir: str, trainable: Dict[str, torch.Tensor], best: Opti
 
 
 def load_checkpoint(path: str) -> Dict:
-    """{'trainable', 'best' (or None), 'state', 'config'} of one checkpoint directory."""
-    from safetensors.torch import load_file
+    """{'trainable', 'best' (or None), 'state', 'config'} of one checkpoint directory; a damaged file
+    (a copy cut short, a full disk) is one ``DamagedFile`` line naming it and what to do."""
+    from ..serialization import read_json, read_safetensors, read_torch
 
     if not os.path.isfile(os.path.join(path, STATE_FILE)):
         raise FileNotFoundError(f"'{path}' is not a checkpoint (no {STATE_FILE})")
+    fix = (f"delete the checkpoint folder '{path}' (--resume then trains from the start) "
+           "or rerun with --overwrite")
     best = os.path.join(path, BEST_FILE)
-    with open(os.path.join(path, CONFIG_FILE)) as f:
-        config = json.load(f)
-    return {"trainable": load_file(os.path.join(path, TRAINABLE_FILE)),
-            "best": load_file(best) if os.path.isfile(best) else None,
-            "state": torch.load(os.path.join(path, STATE_FILE), map_location="cpu", weights_only=False),
-            "config": config}
+    return {"config": read_json(os.path.join(path, CONFIG_FILE), fix),
+            "trainable": read_safetensors(os.path.join(path, TRAINABLE_FILE), fix),
+            "best": read_safetensors(best, fix) if os.path.isfile(best) else None,
+            "state": read_torch(os.path.join(path, STATE_FILE), fix),
+            }
 
 
 def _flatten(d, prefix: str = "") -> Dict[str, object]:
@@ -128,19 +130,26 @@ def _flatten(d, prefix: str = "") -> Dict[str, object]:
     return out
 
 
+# when and how often a run saves changes nothing it computes: a resume may change these
+NOT_RESULT_KEYS = ("train.checkpoint_every", "train.checkpoint_minutes", "train.keep_checkpoints")
+
+
 def config_differences(saved: Dict, current: Dict) -> List[str]:
-    """'key: saved -> current' for every leaf that differs (lists and tuples compare by value)."""
+    """'key: saved -> current' for every leaf that differs (lists and tuples compare by value), except
+    the checkpoint schedule (``NOT_RESULT_KEYS``)."""
     a, b = _flatten(json.loads(json.dumps(saved))), _flatten(json.loads(json.dumps(current)))
     return [f"{k}: {a.get(k, '<unset>')!r} -> {b.get(k, '<unset>')!r}" for k in sorted(set(a) | set(b))
-            if a.get(k, "<unset>") != b.get(k, "<unset>")]
+            if a.get(k, "<unset>") != b.get(k, "<unset>") and k not in NOT_RESULT_KEYS]
 
 
-def check_resume_config(checkpoint_dir: str, config: Dict) -> None:
-    with open(os.path.join(checkpoint_dir, CONFIG_FILE)) as f:
-        saved = json.load(f)
+def check_resume_config(checkpoint_dir: str, config: Dict, what: str = "resume from") -> None:
+    from ..serialization import read_json
+
+    saved = read_json(os.path.join(checkpoint_dir, CONFIG_FILE),
+                      f"delete '{checkpoint_dir}' (--resume then trains from the start) or rerun with --overwrite")
     diff = config_differences(saved, config)
     if diff:
-        raise ValueError(f"cannot resume from {checkpoint_dir}: the config differs from the one it was trained "
+        raise ValueError(f"cannot {what} {checkpoint_dir}: the config differs from the one it was trained "
                          f"with at {'; '.join(diff)} (undo the change, or start a new run with another --output-dir)")
 
 

@@ -12,6 +12,7 @@ import math
 import os
 import random
 import shutil
+import time
 from dataclasses import asdict, dataclass, field
 from typing import Dict, List, Optional, Tuple
 
@@ -50,6 +51,7 @@ class TrainConfig:
     seed: int = 42
     show_progress: bool = True
     checkpoint_every: int = 500   # optimizer steps between mid-epoch checkpoints (0: epoch ends only; -1: none)
+    checkpoint_minutes: Optional[float] = 5.0  # and at most this long between checkpoints (None / 0: by steps only)
     keep_checkpoints: int = 1     # newest checkpoint directories kept
     history: List[Dict] = field(default_factory=list)
 
@@ -118,6 +120,7 @@ class Trainer:
         self.best_state: Optional[Dict[str, torch.Tensor]] = None
         self.best_metrics: Optional[Dict[str, float]] = None
         self.info: Dict = {}
+        self._last_save = time.monotonic()
 
     def trainable_state(self) -> Dict[str, torch.Tensor]:
         return trainable_state(self.model, skip=FROZEN_PREFIXES if not self._plm_trainable() else ())
@@ -171,7 +174,7 @@ class Trainer:
             rngs = st["rng"]
             pending_rng = rngs[rt.rank] if rt.rank < len(rngs) else rngs[0]
             resumed_from = progress.global_step
-            if verbose:
+            if rt.is_main:  # said even with --quiet: the user must see where a resumed run starts
                 print(f"resuming from {resume}: optimizer step {progress.global_step}, epoch {progress.epoch} "
                       f"after {progress.batches_done} of {len(train_loader)} batches")
         elif self.output_dir and rt.is_main and os.path.isdir(checkpoint_root(self.output_dir)):
@@ -184,6 +187,7 @@ class Trainer:
             print(f"trainable parameters: prompt {prompt_n:,} | head {head_n:,} | plm {plm_n:,} "
                   f"| device {self.device} x {rt.world_size} | {total} optimizer steps")
         step_no = progress.global_step
+        self._last_save = time.monotonic()
         self.model.train()
         try:
             for epoch in range(progress.epoch, cfg.epochs + 1):
@@ -244,7 +248,7 @@ class Trainer:
                         step_no += 1
                         logger.log(step_no, epoch, {"train/loss": sum(window) / len(window), "train/lr": lr})
                         window = []
-                        if cfg.checkpoint_every and step_no % cfg.checkpoint_every == 0 and step < len(train_loader):
+                        if step < len(train_loader) and self._checkpoint_due(step_no):
                             self._checkpoint(optimizers, schedulers, scaler, Progress(epoch, step, step_no, running),
                                              epoch_gen_state)
                     bar.set_postfix(loss=f"{running / step:.4f}")
@@ -276,10 +280,24 @@ class Trainer:
         self.load_state(self.best_state)
         return self.best_metrics
 
+    def _checkpoint_due(self, step_no: int) -> bool:
+        """Mid-epoch: every ``checkpoint_every`` optimizer steps, or when ``checkpoint_minutes`` have passed
+        since the last save (a slow first epoch is not lost to a kill); every process decides alike."""
+        cfg = self.config
+        if not self.output_dir or cfg.checkpoint_every is None or cfg.checkpoint_every < 0:
+            return False
+        if cfg.checkpoint_every and step_no % cfg.checkpoint_every == 0:
+            return True
+        if not cfg.checkpoint_minutes:
+            return False
+        late = time.monotonic() - self._last_save >= 60.0 * float(cfg.checkpoint_minutes)
+        return self.runtime.sum(float(late)) > 0 if self.runtime.world_size > 1 else late
+
     def _checkpoint(self, optimizers, schedulers, scaler, progress: Progress, loader_state) -> None:
         """Save a resumable checkpoint (main process writes; every process contributes its RNG state)."""
         if not self.output_dir or self.config.checkpoint_every is None or self.config.checkpoint_every < 0:
             return
+        self._last_save = time.monotonic()
         rngs = self.runtime.gather_objects([rng_state()])
         if self.runtime.is_main:
             state = {"progress": asdict(progress), "optimizers": [o.state_dict() for o in optimizers],
