@@ -30,11 +30,18 @@ class LocalFile:
     label_offset: int = 0          # subtracted from integer labels (AG News test.csv is 1-based)
 
     def read(self, folder: str) -> List[dict]:
-        import datasets
-
         file = os.path.join(folder, self.name)
         if os.path.getsize(file) == 0:
             raise ValueError(f"data file {file} is empty")
+        try:
+            return self._read(file)
+        except UnicodeDecodeError as e:  # the codec's own message names no file
+            raise ValueError(f"data file {file} is not UTF-8 text (byte {e.object[e.start]:#04x} cannot be read): "
+                             "re-save it as UTF-8") from None
+
+    def _read(self, file: str) -> List[dict]:
+        import datasets
+
         if self.name.endswith(".json"):  # one JSON document: a list of rows, or a dict whose values are rows
             with open(file, encoding="utf-8") as f:
                 data = json.load(f)
@@ -138,10 +145,11 @@ class Task:
             rows, offset = spec.read(path), spec.label_offset
         examples = []
         for i, row in enumerate(rows):
+            at = f"{where} line {row.line}" if getattr(row, "line", 0) else f"{where} row {i}"  # your files: data/rows.py
             for guid, text_a, text_b, raw, meta in (self.expand(row, i) if self.expand else [self._fields(row, i)]):
-                label = self.label_id(raw, offset, f"{where} row {i}")
+                label = self.label_id(raw, offset, at)
                 if label is None and labelled:
-                    raise ValueError(f"{where} row {i} has no label, but split '{split}' is used where labels "
+                    raise ValueError(f"{at} has no label, but split '{split}' is used where labels "
                                      f"are needed (unlabelled test sets cannot be trained or scored)")
                 examples.append(InputExample(guid=f"{split}-{guid}", text_a=text_a, text_b=text_b, label=label, meta=meta))
         if not examples:
