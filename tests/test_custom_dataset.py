@@ -248,3 +248,14 @@ def test_a_non_utf8_file_of_a_builtin_task_names_the_file(tmp_path):
     with pytest.raises(ValueError, match=r"data file .*CB/train.jsonl is not UTF-8 text \(byte 0xe9 cannot be read\): "
                                          "re-save it as UTF-8"):
         TASKS["cb"].load(str(folder), "train")
+
+
+def test_a_null_text_in_a_builtin_task_folder_is_refused(tmp_path):
+    """A CB-format folder with a null hypothesis trained it as text_b None."""
+    from openprompt_ipt.data.tasks import TASKS
+
+    folder = tmp_path / "CB"
+    write_jsonl(folder / "train.jsonl", [{"premise": "a", "hypothesis": "b", "label": 0},
+                                         {"premise": "a", "hypothesis": None, "label": 1}])
+    with pytest.raises(ValueError, match=r"CB/train.jsonl row 1 column 'hypothesis' \(text_b\) is null: fix the row"):
+        TASKS["cb"].load(str(folder), "train")

@@ -16,6 +16,8 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from openprompt.data_utils import InputExample
 
+from .rows import row_problems
+
 SPLITS = ("train", "validation", "test")
 SPLIT_ALIASES = {"val": "validation", "dev": "validation"}
 FIX = "set dataset.path (a task folder, or 'hub'), or the data root with --data-root / IPT_ASSETS"
@@ -144,8 +146,12 @@ class Task:
                 raise FileNotFoundError(f"{self.name} split '{split}' not found at {where}: {FIX}")
             rows, offset = spec.read(path), spec.label_offset
         examples = []
+        texts = {"text_a": self.text_a, "text_b": self.text_b} if self.expand is None else {}
         for i, row in enumerate(rows):
             at = f"{where} line {row.line}" if getattr(row, "line", 0) else f"{where} row {i}"  # your files: data/rows.py
+            problems = row_problems(row, texts) if texts and isinstance(row, dict) else []
+            if problems:  # str() would train a null text as "None"
+                raise ValueError(f"{at} {problems[0]}: fix the row (every text a non-empty string)")
             for guid, text_a, text_b, raw, meta in (self.expand(row, i) if self.expand else [self._fields(row, i)]):
                 label = self.label_id(raw, offset, at)
                 if label is None and labelled:
