@@ -235,3 +235,10 @@ def test_cli_refuses_before_any_run_directory_exists(tmp_path, capsys, text, arg
     err = capsys.readouterr().err.strip()
     assert err.startswith(starts) and "\n" not in err and "Traceback" not in err
     assert not out.exists()
+
+
+def test_a_set_value_that_is_not_yaml_is_one_line(tmp_path):
+    from openprompt_ipt.runner.config import ConfigFileError
+
+    with pytest.raises(ConfigFileError, match=r"^--set train.epochs=\[1: the value is not YAML \(expected ','.*quote it"):
+        load_config(config_file(tmp_path, "train:\n  epochs: 1\n"), ["train.epochs=[1"])

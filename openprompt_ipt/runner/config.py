@@ -123,22 +123,32 @@ def load_yaml(text_or_stream, where: str = ""):
         return yaml.load(text_or_stream, Loader=YamlLoader)
     try:
         return yaml.load(text_or_stream, Loader=YamlLoader)
-    except yaml.MarkedYAMLError as e:
-        mark = e.problem_mark or e.context_mark
-        at = f":{mark.line + 1}:{mark.column + 1}" if mark is not None else ""
-        what = e.problem or e.context or "unreadable YAML"
-        if e.context and e.problem and e.context_mark is not None:
-            what += f" ({e.context} started at {e.context_mark.line + 1}:{e.context_mark.column + 1})"
-        raise ConfigFileError(f"{where}{at}: YAML syntax error: {what}") from None
     except yaml.YAMLError as e:
-        raise ConfigFileError(f"{where}: YAML error: {' '.join(str(e).split())}") from None
+        at, what = _yaml_problem(e)
+        raise ConfigFileError(f"{where}{at}: YAML syntax error: {what}") from None
+
+
+def _yaml_problem(e) -> tuple:
+    """(':line:col' or '', what went wrong) of a PyYAML error, in one line."""
+    if not isinstance(e, yaml.MarkedYAMLError):
+        return "", " ".join(str(e).split())
+    mark = e.problem_mark or e.context_mark
+    at = f":{mark.line + 1}:{mark.column + 1}" if mark is not None else ""
+    what = e.problem or e.context or "unreadable YAML"
+    if e.context and e.problem and e.context_mark is not None:
+        what += f" ({e.context} started at {e.context_mark.line + 1}:{e.context_mark.column + 1})"
+    return at, what
 
 
 def parse_override(text: str):
     if "=" not in text:
         raise ValueError(f"override '{text}' must look like section.key=value")
     path, value = text.split("=", 1)
-    return path.split("."), load_yaml(value, f"--set {text}")
+    try:
+        return path.split("."), yaml.load(value, Loader=YamlLoader)
+    except yaml.YAMLError as e:
+        raise ConfigFileError(f"--set {text}: the value is not YAML ({_yaml_problem(e)[1]}): quote it, "
+                              f"e.g. --set '{path}=\"{value}\"', or fix the brackets") from None
 
 
 def read_config_file(path: str, hint: str = "") -> Dict:
