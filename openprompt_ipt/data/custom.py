@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
 from ..serialization import iter_jsonl
-from .rows import Row, row_problems
+from .rows import SKIP_HINT, Row, report_skipped, row_problems
 from .tasks import SPLIT_ALIASES, SPLITS, Task
 
 GENERIC = {"text_classification": ("text_a", "label"), "text_pair": ("text_a", "text_b", "label")}
@@ -80,9 +80,6 @@ def field_count_problem(row: dict, tsv: bool) -> str:
     return f"has {fields} fields but the header has {header} ({hint})"
 
 
-SKIP_HINT = "fix the row, or set dataset.skip_bad_rows: true to skip such rows"
-
-
 @dataclass(frozen=True)
 class ColumnFile:
     """One split's file; ``read`` checks that every column the YAML names is there, that each text is
@@ -112,9 +109,7 @@ class ColumnFile:
                 skipped.append(f"line {line} {problems[0]}")
                 continue
             rows.append(Row.at(row, line, file))
-        if skipped:
-            print(f"note: skipped {len(skipped)} bad row(s) of {file} (dataset.skip_bad_rows): "
-                  f"{'; '.join(skipped[:3])}{'; ...' if len(skipped) > 3 else ''}")
+        report_skipped(file, skipped)
         if not rows:
             raise ValueError(f"{file} has no usable rows (all {len(skipped)} skipped as bad)")
         return rows
@@ -124,7 +119,6 @@ class ColumnFile:
 class CustomTask(Task):
     columns: Tuple[Tuple[str, str], ...] = ()
     file_names: Tuple[Tuple[str, str], ...] = ()  # dataset.files: split -> file name
-    skip_bad_rows: bool = False                   # dataset.skip_bad_rows
     encoding: str = "utf-8"                       # dataset.encoding
     custom = True  # no hub copy, no installed copy: the folder must exist (sources.locate)
 
@@ -172,7 +166,8 @@ def normalise(cfg: Dict) -> None:
     ds = cfg["dataset"]
     name = ds["name"]
     extra = [k for k in ("columns", "labels", "files") if ds.get(k) is not None]
-    extra += [k for k, default in (("skip_bad_rows", False), ("encoding", "utf-8")) if ds.get(k, default) != default]
+    if ds.get("encoding", "utf-8") != "utf-8":
+        extra.append("encoding")
     if name not in GENERIC:
         if extra:
             raise ValueError(f"dataset.{extra[0]} is for your own data (dataset.name: text_classification / text_pair); "

@@ -62,3 +62,13 @@ def row_problems(row: dict, fields: Dict[str, Sequence[str]], required: bool = T
         if why:
             problems.append(f"column '{present[0]}' ({role}) {why}")
     return problems
+
+
+SKIP_HINT = "fix the row, or set dataset.skip_bad_rows: true to skip such rows"
+
+
+def report_skipped(file: str, skipped: List[str]) -> None:
+    """The one line a run prints when dataset.skip_bad_rows left rows out of ``file``."""
+    if skipped:
+        print(f"note: skipped {len(skipped)} bad row(s) of {file} (dataset.skip_bad_rows): "
+              f"{'; '.join(skipped[:3])}{'; ...' if len(skipped) > 3 else ''}")

@@ -20,8 +20,8 @@ DEFAULTS: Dict = {
     "output_dir": None,
     "dataset": {"name": "cb", "path": None, "hub_name": None, "train_from": None, "dev_from_train": 0.2,
                 "test_from_train": None, "max_train": None, "max_eval": None,
-                # your own data (data/custom.py): skip_bad_rows skips rows with a null / number / empty
-                # text or a wrong field count (and says how many) instead of refusing the file
+                # your own data: columns, labels, files, encoding (data/custom.py). skip_bad_rows (any task):
+                # skip rows with a null / number / empty text or a wrong field count, and say how many
                 "columns": None, "labels": None, "files": None, "skip_bad_rows": False, "encoding": "utf-8"},
     "plm": {"model_path": "minilm", "freeze": True, "max_seq_length": 256, "frozen_dropout": False},
     "template": "instance_wise",
