@@ -47,9 +47,7 @@ class Number:
         if self.kind is int:
             if isinstance(value, float) and not value.is_integer():
                 return None  # 2.7 must not become 2
-            value = int(value)
-        else:
-            value = float(value) if isinstance(value, int) else value
+            value = int(value)  # an int for an int key (10.0 -> 10); a float key keeps an int as written
         if self.low is not None and (value < self.low or (self.low_open and value == self.low)):
             return None
         if self.high is not None and (value > self.high or (self.high_open and value == self.high)):
