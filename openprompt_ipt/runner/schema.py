@@ -3,8 +3,8 @@
 ``load_config`` checks the merged config against ``SCHEMA`` before anything is built or written, so
 ``train.epochs=abc``, ``train.epochs=0``, a negative learning rate or ``prompt_length=2.7`` are one
 line naming the key, the value and what is allowed (docs/bad_input.md). Keys are dotted config paths;
-template / generator / peer sections are listed under the section names the runner reads. A key not
-in the table is not checked here (strings and lists have their own checks). Kept import-light: no
+template / generator / peer sections are listed under the section names the runner reads; ``PRETRAIN``
+and ``PPT`` are the pretraining YAMLs' tables. A key not in the table is not checked here (strings and lists have their own checks). Kept import-light: no
 torch, no OpenPrompt, so a bad value answers before the heavy imports.
 """
 from __future__ import annotations
@@ -156,6 +156,44 @@ SCHEMA: Dict[str, object] = {
 }
 
 
+# the pretraining YAMLs (pretraining/config.py: yamls/pretrain_{textcnn,lstm,mlp}.yaml; pretraining/ppt.py:
+# yamls/pretrain_ppt*.yaml) have their own sections, checked by the same rules
+PRETRAIN: Dict[str, object] = {
+    "seed": INT_NONNEG,
+    "corpus.max_length": INT_POS,
+    "corpus.min_tokens": INT_NONNEG,
+    "corpus.max_per_category": Number(int, low=1, null="no cap"),
+    "corpus.dev_fraction": FRACTION_OPEN,
+    "corpus.test_fraction": FRACTION_OPEN,
+    "classifier.dim": TABLE_DIM,
+    "classifier.hidden": INT_POS,
+    "classifier.dropout": DROPOUT,
+    "classifier.sparse": Flag(),
+    "train.epochs": INT_POS,
+    "train.batch_size": INT_POS,
+    "train.lr": POSITIVE,
+    "train.lr_embedding": POSITIVE,
+    "train.weight_decay": Number(float, low=0),
+    "train.patience": INT_POS,
+    "train.max_grad_norm": Number(float, low=0),
+    "train.max_minutes": Number(float, low=0, low_open=True, null="no time limit"),
+}
+PPT: Dict[str, object] = {
+    "seed": INT_NONNEG,
+    "corpus.pairs": INT_POS,
+    "corpus.min_words": INT_POS,
+    "corpus.max_words": INT_POS,
+    "corpus.dev_fraction": Number(float, low=0, high=0.5, low_open=True, high_open=True),
+    "corpus.test_fraction": Number(float, low=0, high=0.5, low_open=True, high_open=True),
+    "train.epochs": INT_POS,
+    "train.batch_size": INT_POS,
+    "train.lr_prompt": POSITIVE,
+    "train.lr_head": POSITIVE,
+    "train.max_seq_length": Number(int, low=8),
+    "train.checkpoint_every": Number(int, low=-1),
+}
+
+
 def check_value(key: str, value, spec=None):
     """``value`` normalised for ``key`` (``spec`` default: ``SCHEMA[key]``; unlisted keys pass as
     they are); a ConfigValueError naming the key, the value and what is allowed otherwise."""
@@ -169,17 +207,17 @@ def check_value(key: str, value, spec=None):
     return result[1]
 
 
-def check_values(config: Dict, prefix: str = "") -> None:
-    """Every key of ``config`` (nested sections included) that ``SCHEMA`` lists, normalised in place."""
+def check_values(config: Dict, prefix: str = "", schema: Dict[str, object] = SCHEMA) -> None:
+    """Every key of ``config`` (nested sections included) that ``schema`` lists, normalised in place."""
     for key, value in config.items():
         if key == "sweep":
             continue
         path = f"{prefix}{key}"
         if isinstance(value, dict):
-            check_values(value, path + ".")
-        elif path in SCHEMA:
-            config[key] = check_value(path, value)
-    if not prefix:
+            check_values(value, path + ".", schema)
+        elif path in schema:
+            config[key] = check_value(path, value, schema[path])
+    if not prefix and schema is SCHEMA:
         _check_dependent(config)
 
 
