@@ -49,7 +49,9 @@ def training(run=run_experiment, resume: bool = False):
         if resume and done and os.path.isfile(done) and os.path.isfile(os.path.join(output_dir, "config.json")):
             from openprompt_ipt.serialization import read_json
 
-            check_resume_config(output_dir, cfg, what="keep the finished run in")
+            from openprompt_ipt.runner.config import DEFAULTS
+
+            check_resume_config(output_dir, cfg, what="keep the finished run in", defaults=DEFAULTS)
             if main:
                 print(f"resume: {output_dir} is finished (metrics.json): kept", flush=True)
             return read_json(done, f"delete '{output_dir}' or rerun with --overwrite")

@@ -113,11 +113,13 @@ def emit_text(text: str, output: str | None, summary: str) -> None:
     print(f"{summary} -> {output}", file=sys.stderr)
 
 
-def iter_jsonl(lines: Iterable[str], where: str) -> Iterator:
-    """The JSON value of each non-blank line; a bad line is one ValueError naming ``where`` and its number."""
+def iter_jsonl(lines: Iterable[str], where: str, numbered: bool = False) -> Iterator:
+    """The JSON value of each non-blank line (``numbered``: ``(line number, value)``); a bad line is one
+    ValueError naming ``where`` and its number."""
     for n, line in enumerate(lines, 1):
         if line.strip():
             try:
-                yield json.loads(line)
+                value = json.loads(line)
             except json.JSONDecodeError as e:
                 raise ValueError(f"{where} line {n} is not JSON ({e.msg}): write one JSON object per line") from None
+            yield (n, value) if numbered else value

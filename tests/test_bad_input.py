@@ -5,6 +5,7 @@ import torch
 from helpers import TEXT
 from openprompt_ipt import InstanceWiseTemplate
 from openprompt_ipt.generators import save_table
+from test_predict_and_runs import tiny_model_dir  # noqa: F401  (fixture)
 
 
 def make(bert, **kw):
@@ -69,3 +70,49 @@ def test_a_missing_roberta_large_export_names_the_pretraining_command(bert, sect
     name = "lstm" if section == "encoder_path" else "textcnn"
     assert (f"run the pretraining first: python experiments/pretrain_categories.py --config yamls/pretrain_{name}.yaml "
             "--set plm.model_path=roberta-large") in message
+
+
+# ---------------------------------------------------------------- predict: rows with no usable text (issue #32 item 4)
+def test_predict_names_each_row_whose_text_is_null_a_number_or_empty_and_scores_none_of_them(
+        tmp_path, capsys, tiny_model_dir):  # noqa: F811
+    import json
+
+    from test_predict_and_runs import load_script, tiny_cfg
+    from test_training import write_cb
+
+    from openprompt_ipt.data.rows import BadRows
+    from openprompt_ipt.runner.experiment import run_experiment
+    from openprompt_ipt.runner.predict import load_run, read_jsonl
+
+    run = str(tmp_path / "run")
+    run_experiment(tiny_cfg(tiny_model_dir, write_cb(tmp_path / "CB"), epochs=1), output_dir=run, show_progress=False)
+    rows = [{"premise": "a cat sat", "hypothesis": "it sat"},
+            {"premise": None, "hypothesis": "it sat"},
+            {"premise": "a cat sat", "hypothesis": 3},
+            {"premise": "", "hypothesis": "it sat"},
+            {"premise": "a dog ran"}]
+    path = tmp_path / "rows.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    expected = [f"{path} line 2 column 'premise' (text_a) is null: not scored",
+                f"{path} line 3 column 'hypothesis' (text_b) is a number (3), not text: not scored",
+                f"{path} line 4 column 'premise' (text_a) is empty: not scored",
+                f"{path} line 5 has no column 'hypothesis' (text_b): not scored"]
+    predictor = load_run(run)
+    with pytest.raises(BadRows) as e:
+        predictor.predict(read_jsonl(str(path)))
+    assert e.value.lines == expected
+    # the CLI: one line per bad row and what to do, exit 2, nothing written
+    cli = load_script("predict")
+    out = tmp_path / "preds.jsonl"
+    capsys.readouterr()
+    assert cli.main(["--run", run, "--input", str(path), "--output", str(out)]) == 2
+    err = [line for line in capsys.readouterr().err.split("\n") if line.startswith("error:")]  # not the weight-loading bar
+    assert err[:4] == [f"error: {line}" for line in expected]
+    assert err[4].startswith("error: 4 of 5 input rows have no usable text") and len(err) == 5
+    assert not out.exists()
+    # --skip-bad-rows: the good row is scored (its guid keeps its place), each bad one named
+    assert cli.main(["--run", run, "--input", str(path), "--output", str(out), "--skip-bad-rows"]) == 0
+    preds = [json.loads(line) for line in open(out)]
+    assert [p["guid"] for p in preds] == ["0"]
+    err = capsys.readouterr().err
+    assert all(f"skipped: {line}" in err for line in expected) and "1 predictions (4 bad rows skipped)" in err

@@ -183,3 +183,19 @@ def test_resume_may_change_only_the_checkpoint_schedule(tmp_path):
     (tmp_path / CONFIG_FILE).write_text('{"seed": 1, "train": {"epochs": 3, "checkpoint_every": 500}}')
     check_resume_config(str(tmp_path), {"seed": 1, "train": {"epochs": 3, "checkpoint_every": 10,
                                                              "checkpoint_minutes": 1.0, "keep_checkpoints": 2}})
+
+
+def test_a_run_saved_before_a_new_default_key_resumes(tmp_path):
+    """A checkpoint written before a release added a config key (e.g. dataset.skip_bad_rows) resumes while
+    that key holds its default; set to anything else it is a real difference and is named."""
+    from openprompt_ipt.runner.config import DEFAULTS
+    from openprompt_ipt.training.checkpoint import CONFIG_FILE
+
+    (tmp_path / CONFIG_FILE).write_text('{"seed": 1, "dataset": {"name": "cb"}}')
+    now = {"seed": 1, "dataset": {"name": "cb", "skip_bad_rows": DEFAULTS["dataset"]["skip_bad_rows"]}}
+    check_resume_config(str(tmp_path), now, defaults=DEFAULTS)
+    with pytest.raises(ValueError, match=r"dataset.skip_bad_rows: '<unset>' -> "):
+        check_resume_config(str(tmp_path), now)  # without the defaults it is a difference
+    changed = {"seed": 1, "dataset": {"name": "cb", "skip_bad_rows": not DEFAULTS["dataset"]["skip_bad_rows"]}}
+    with pytest.raises(ValueError, match=r"dataset.skip_bad_rows"):
+        check_resume_config(str(tmp_path), changed, defaults=DEFAULTS)

@@ -87,13 +87,13 @@ def _bad(tmp_path, case):
     nli_folder(folder)
     if case == "missing_column":
         ds["columns"]["text_b"] = "hypothesis"
-        return ds, words, r"train.jsonl has no column 'hypothesis' \(dataset.columns.text_b; row 0 has \['gold', 'id', 'sent1', 'sent2'\]\)"
+        return ds, words, r"train.jsonl has no column 'hypothesis' \(dataset.columns.text_b; line 1 has \['gold', 'id', 'sent1', 'sent2'\]\)"
     if case == "label_without_words":
         ds.pop("labels")
         return ds, {"entails": ["yes"]}, None  # checked at load_config below
     if case == "row_label_unknown":
         write_jsonl(folder / "test.jsonl", [{"sent1": "a", "sent2": "b", "gold": "neutral"}])
-        return ds, words, r"test.jsonl row 0: label 'neutral' is not among the labels with label words \['entails', 'contradicts'\]"
+        return ds, words, r"test.jsonl line 1: label 'neutral' is not among the labels with label words \['entails', 'contradicts'\]"
     if case == "missing_test":
         os.remove(folder / "test.jsonl")
         return ds, words, r"folder '.*data' has no test file \(looked for test.jsonl, test.csv, test.tsv\)"
@@ -159,3 +159,108 @@ def test_init_from_reads_the_label_set_of_a_run_on_your_own_data(tmp_path):
                                                "columns": {"text_a": "sent1", "text_b": "sent2", "label": "gold"},
                                                "labels": ["entails", "contradicts"]}, [["yes"], ["no"]]))
     assert _source_labels(source) == ["entails", "contradicts"]
+
+
+# ---------------------------------------------------------------- bad rows (issue #32 items 4, 6, 7)
+PAIR = {"name": "text_pair", "columns": {"text_a": "sent1", "text_b": "sent2", "label": "gold"},
+        "labels": ["entails", "contradicts"]}
+
+
+@pytest.mark.parametrize("value,why", [
+    (None, "is null"),
+    (7, r"is a number \(7\), not text"),
+    ("   ", "is empty"),
+])
+def test_a_null_number_or_empty_text_is_refused_with_file_line_and_column(tmp_path, value, why):
+    """A null text trained as the string "None" (and a number as "7")."""
+    folder = tmp_path / "data"
+    nli_folder(folder)
+    rows = [json.loads(line) for line in open(folder / "train.jsonl")]
+    rows[2]["sent2"] = value
+    write_jsonl(folder / "train.jsonl", rows)
+    cfg = load_config(write_yaml(tmp_path, {**PAIR, "path": str(folder)}, [["yes"], ["no"]]))
+    with pytest.raises(ValueError, match=rf"train.jsonl line 3 column 'sent2' \(text_b\) {why}: fix the row, or set "
+                                         r"dataset.skip_bad_rows: true to skip such rows$"):
+        load_task(cfg, None)
+
+
+def test_skip_bad_rows_skips_them_and_says_how_many(tmp_path, capsys):
+    folder = tmp_path / "data"
+    nli_folder(folder)
+    rows = [json.loads(line) for line in open(folder / "train.jsonl")]
+    rows[2]["sent1"], rows[5]["sent2"] = None, ""
+    write_jsonl(folder / "train.jsonl", rows)
+    cfg = load_config(write_yaml(tmp_path, {**PAIR, "path": str(folder), "skip_bad_rows": True}, [["yes"], ["no"]]))
+    train, dev, test, _ = load_task(cfg, None)
+    assert len(train) == 14 and all(e.text_a != "None" and e.text_b for e in train)
+    printed = capsys.readouterr().out
+    assert "note: skipped 2 bad row(s) of" in printed and "line 3 column 'sent1' (text_a) is null" in printed
+
+
+@pytest.mark.parametrize("ext,line,fields,hint", [
+    ("csv", "a fine, long film,1", 3, r"a text holding a comma must be quoted \(\"a, b\"\)"),
+    ("tsv", "a fine\tlong film\t1", 3, "a text holding a tab splits into two fields"),
+    ("csv", "a fine film", 1, "a field is missing"),
+])
+def test_a_row_with_more_or_fewer_fields_than_the_header_is_refused(tmp_path, ext, line, fields, hint):
+    """csv.DictReader silently cut the extra fields (and filled missing ones with None)."""
+    folder = tmp_path / "reviews"
+    folder.mkdir()
+    sep = "," if ext == "csv" else "\t"
+    for split in ("train", "test"):
+        rows = [f"review{sep}stars"] + [f"film {i}{sep}{i % 2}" for i in range(6)]
+        if split == "train":
+            rows.insert(4, line)  # file line 5
+        (folder / f"{split}.{ext}").write_text("\n".join(rows) + "\n")
+    cfg = load_config(write_yaml(tmp_path, {"name": "text_classification", "path": str(folder),
+                                            "columns": {"text_a": "review", "label": "stars"}, "labels": ["0", "1"]},
+                                 [["bad"], ["good"]]))
+    with pytest.raises(ValueError, match=rf"train.{ext} line 5 has {fields} fields but the header has 2 \({hint}\): "
+                                         "fix the row"):
+        load_task(cfg, None)
+
+
+def test_a_non_utf8_file_names_the_file_and_the_encoding_setting(tmp_path):
+    folder = tmp_path / "reviews"
+    folder.mkdir()
+    for split in ("train", "test"):
+        text = "review,stars\n" + "".join(f"caf\u00e9 {i},{i % 2}\n" for i in range(6))
+        (folder / f"{split}.csv").write_bytes(text.encode("latin-1"))
+    ds = {"name": "text_classification", "path": str(folder), "columns": {"text_a": "review", "label": "stars"},
+          "labels": ["0", "1"]}
+    cfg = load_config(write_yaml(tmp_path, ds, [["bad"], ["good"]]))
+    with pytest.raises(ValueError, match=r"data file .*train.csv is not utf-8 text \(line 2: byte 0xe9 cannot be read\): "
+                                         r"re-save it as UTF-8, or set dataset.encoding"):
+        load_task(cfg, None)
+    cfg = load_config(write_yaml(tmp_path, {**ds, "encoding": "latin-1"}, [["bad"], ["good"]]))
+    train, dev, test, _ = load_task(cfg, None)
+    assert test[0].text_a == "caf\u00e9 0"
+    with pytest.raises(ValueError, match=r"dataset.encoding 'latin-9x' is not an encoding Python knows"):
+        load_config(write_yaml(tmp_path, {**ds, "encoding": "latin-9x"}, [["bad"], ["good"]]))
+
+
+def test_a_non_utf8_file_of_a_builtin_task_names_the_file(tmp_path):
+    from openprompt_ipt.data.tasks import TASKS
+
+    folder = tmp_path / "CB"
+    folder.mkdir()
+    (folder / "train.jsonl").write_bytes('{"premise": "caf\u00e9", "hypothesis": "x", "label": 0}\n'.encode("latin-1"))
+    with pytest.raises(ValueError, match=r"data file .*CB/train.jsonl is not UTF-8 text \(byte 0xe9 cannot be read\): "
+                                         "re-save it as UTF-8"):
+        TASKS["cb"].load(str(folder), "train")
+
+
+def test_a_null_text_in_a_builtin_task_folder_is_refused(tmp_path):
+    """A CB-format folder with a null hypothesis trained it as text_b None."""
+    from openprompt_ipt.data.tasks import TASKS
+
+    folder = tmp_path / "CB"
+    write_jsonl(folder / "train.jsonl", [{"premise": "a", "hypothesis": "b", "label": 0},
+                                         {"premise": "a", "hypothesis": None, "label": 1}])
+    with pytest.raises(ValueError, match=r"CB/train.jsonl row 1 column 'hypothesis' \(text_b\) is null: fix the row, "
+                                         r"or set dataset.skip_bad_rows: true to skip such rows$"):
+        TASKS["cb"].load(str(folder), "train")
+    from openprompt_ipt.data.tasks import get_task
+
+    kept = get_task("cb", {"skip_bad_rows": True}).load(str(folder), "train")
+    assert [e.text_b for e in kept] == ["b"]

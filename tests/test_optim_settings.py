@@ -76,9 +76,9 @@ def test_yaml_and_overrides_set_the_optimizer(tmp_path):
     ("train.adam_betas=[0.9, 1.0]", "train.adam_betas"),
     ("train.adam_betas=0.9", "train.adam_betas"),
     ("train.adam_betas=[0.9, abc]", "train.adam_betas"),
-    ("train.adam_eps=0", "train.adam_eps must be a positive number"),
+    ("train.adam_eps=0", r"train.adam_eps = 0 is not allowed: give a number > 0"),  # runner/schema.py
     ("train.adam_eps=-1e-8", "train.adam_eps"),
-    ("train.weight_decay=-0.1", "train.weight_decay must be a number >= 0"),
+    ("train.weight_decay=-0.1", "train.weight_decay = -0.1 is not allowed: give a number >= 0"),
     ("train.scheduler=cosine", r"train.scheduler must be one of \['linear', 'constant'\]"),
 ])
 def test_bad_optimizer_settings_are_rejected(tmp_path, override, match):

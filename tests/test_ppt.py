@@ -168,7 +168,10 @@ def test_bad_ppt_config_is_one_line(tmp_path, tiny_model_dir):  # noqa: F811
 
     path = tmp_path / "p.yaml"
     path.write_text("corpus: {pairs: 0}\n")
-    with pytest.raises(ValueError, match=r"corpus.pairs must be a positive integer"):
+    with pytest.raises(ValueError, match=r"^corpus.pairs = 0 is not allowed: give an integer >= 1$"):
+        load_ppt_config(str(path))
+    path.write_text("train: {epochs: 2.5}\n")  # int() made it 2
+    with pytest.raises(ValueError, match=r"^train.epochs = 2.5 is not allowed: give an integer >= 1$"):
         load_ppt_config(str(path))
     path.write_text("corpus: {pair: 3}\n")
     with pytest.raises(KeyError, match="did you mean 'pairs'"):

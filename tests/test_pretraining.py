@@ -270,6 +270,9 @@ def load_cli():
     (["classifier.encoderr=lstm"], "unknown config key 'classifier.encoderr' (did you mean 'encoder'?)"),
     (["classifier.encoder=transformer"], "unknown encoder 'transformer'"),
     (["corpus.mapping=nope.yaml"], "corpus mapping 'nope.yaml' not found"),
+    (["train.epochs=1.5"], "train.epochs = 1.5 is not allowed: give an integer >= 1"),  # was a TypeError traceback
+    (["train.lr=-0.001"], "train.lr = -0.001 is not allowed: give a number > 0"),
+    (["classifier.dropout=1.5"], "classifier.dropout = 1.5 is not allowed: give a number in [0, 1)"),
 ])
 def test_cli_bad_input_is_one_line_and_exit_2(tmp_path, capsys, overrides, match):
     cfg = tmp_path / "c.yaml"

@@ -16,12 +16,15 @@ The reported split is ``test``; dev is ``dev`` when present, else ``dataset.dev_
 """
 from __future__ import annotations
 
+import codecs
 import csv
+import io
 import os
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
 from ..serialization import iter_jsonl
+from .rows import SKIP_HINT, Row, report_skipped, row_problems
 from .tasks import SPLIT_ALIASES, SPLITS, Task
 
 GENERIC = {"text_classification": ("text_a", "label"), "text_pair": ("text_a", "text_b", "label")}
@@ -30,38 +33,85 @@ STEMS = {"train": ("train",), "validation": ("dev", "val", "validation"), "test"
 EXTENSIONS = (".jsonl", ".csv", ".tsv")
 
 
-def read_rows(file: str) -> List[dict]:
-    """Rows of a jsonl / csv / tsv file as dicts (csv / tsv: keys from the header row)."""
+def decode_file(file: str, encoding: str = "utf-8", fix: str = "") -> str:
+    """The text of ``file``; bytes that are not ``encoding`` are one line naming the file, the line and
+    ``fix`` (default: re-save as UTF-8 or set dataset.encoding). A UTF-8 byte-order mark is dropped."""
+    with open(file, "rb") as f:
+        data = f.read()
+    try:
+        return data.decode("utf-8-sig" if encoding.replace("_", "-").lower() in ("utf-8", "utf8") else encoding)
+    except UnicodeDecodeError as e:
+        line = data[:e.start].count(b"\n") + 1
+        fix = fix or ("re-save it as UTF-8, or set dataset.encoding to the encoding it was written in "
+                      "(e.g. latin-1, cp1252)")
+        raise ValueError(f"data file {file} is not {encoding} text (line {line}: byte {data[e.start]:#04x} cannot be "
+                         f"read): {fix}") from None
+
+
+def read_rows(file: str, encoding: str = "utf-8") -> List[Tuple[int, object]]:
+    """(line, row) of a jsonl / csv / tsv file, rows as dicts (csv / tsv: keys from the header row).
+    A csv / tsv row with more or fewer fields than the header keeps them under ``None`` / as None
+    (``ColumnFile.read`` refuses or skips it)."""
     if os.path.getsize(file) == 0:
         raise ValueError(f"data file {file} is empty")
-    with open(file, newline="", encoding="utf-8") as f:
-        if file.endswith(".jsonl"):
-            rows = list(iter_jsonl(f, file))
-        else:
-            tsv = file.endswith(".tsv")
-            rows = list(csv.DictReader(f, delimiter="\t" if tsv else ",", quoting=csv.QUOTE_NONE if tsv else csv.QUOTE_MINIMAL))
+    text = decode_file(file, encoding)
+    if file.endswith(".jsonl"):
+        rows = list(iter_jsonl(io.StringIO(text), file, numbered=True))
+    else:
+        tsv = file.endswith(".tsv")
+        reader = csv.DictReader(io.StringIO(text, newline=""), delimiter="\t" if tsv else ",",
+                                quoting=csv.QUOTE_NONE if tsv else csv.QUOTE_MINIMAL)
+        rows = [(reader.line_num, row) for row in reader]
     if not rows:
         raise ValueError(f"data file {file} has no rows")
     return rows
 
 
+def field_count_problem(row: dict, tsv: bool) -> str:
+    """Why a csv / tsv row does not fit its header ('' when it does): csv.DictReader silently keeps
+    extra fields under None and fills missing ones with None."""
+    header = len([k for k in row if k is not None])
+    extra, missing = len(row.get(None) or []), sum(v is None for k, v in row.items() if k is not None)
+    if not extra and not missing:
+        return ""
+    fields = header + extra - missing
+    hint = ("a text holding a tab splits into two fields" if tsv else
+            'a text holding a comma must be quoted ("a, b")') if extra else "a field is missing"
+    return f"has {fields} fields but the header has {header} ({hint})"
+
+
 @dataclass(frozen=True)
 class ColumnFile:
-    """One split's file; ``read`` checks that every column the YAML names is there."""
+    """One split's file; ``read`` checks that every column the YAML names is there, that each text is
+    a non-empty string and each csv / tsv row has the header's fields (else refuses, or skips and says so)."""
     name: str
     columns: Tuple[Tuple[str, str], ...]  # (role, column in the file)
     label_offset: int = 0
+    skip_bad_rows: bool = False
+    encoding: str = "utf-8"
 
     def read(self, folder: str) -> List[dict]:
         file = os.path.join(folder, self.name)
-        rows = read_rows(file)
-        for i, row in enumerate(rows):
+        texts = {role: (column,) for role, column in self.columns if role != "label"}
+        rows, skipped = [], []
+        for line, row in read_rows(file, self.encoding):
             if not isinstance(row, dict):
-                raise ValueError(f"{file} row {i} is {type(row).__name__}, not an object with named columns")
+                raise ValueError(f"{file} line {line} is {type(row).__name__}, not an object with named columns")
             for role, column in self.columns:
                 if column not in row:
-                    raise ValueError(f"{file} has no column '{column}' (dataset.columns.{role}; row {i} has "
-                                     f"{sorted(row)}): name an existing column in the YAML")
+                    raise ValueError(f"{file} has no column '{column}' (dataset.columns.{role}; line {line} has "
+                                     f"{sorted(k for k in row if k is not None)}): name an existing column in the YAML")
+            misfit = field_count_problem(row, file.endswith(".tsv")) if not file.endswith(".jsonl") else ""
+            problems = [misfit] if misfit else row_problems(row, texts)
+            if problems:
+                if not self.skip_bad_rows:
+                    raise ValueError(f"{file} line {line} {problems[0]}: {SKIP_HINT}")
+                skipped.append(f"line {line} {problems[0]}")
+                continue
+            rows.append(Row.at(row, line, file))
+        report_skipped(file, skipped)
+        if not rows:
+            raise ValueError(f"{file} has no usable rows (all {len(skipped)} skipped as bad)")
         return rows
 
 
@@ -69,6 +119,7 @@ class ColumnFile:
 class CustomTask(Task):
     columns: Tuple[Tuple[str, str], ...] = ()
     file_names: Tuple[Tuple[str, str], ...] = ()  # dataset.files: split -> file name
+    encoding: str = "utf-8"                       # dataset.encoding
     custom = True  # no hub copy, no installed copy: the folder must exist (sources.locate)
 
     def is_hub(self, path: str, hub_name: Optional[str] = None) -> bool:
@@ -85,7 +136,7 @@ class CustomTask(Task):
     def local_file(self, path: str, split: str) -> Optional[ColumnFile]:
         for name in self.file_candidates(split):
             if os.path.isfile(os.path.join(path, name)):
-                return ColumnFile(name, self.columns)
+                return ColumnFile(name, self.columns, skip_bad_rows=self.skip_bad_rows, encoding=self.encoding)
         return None
 
     def missing_split(self, path: str, split: str) -> str:
@@ -115,11 +166,19 @@ def normalise(cfg: Dict) -> None:
     ds = cfg["dataset"]
     name = ds["name"]
     extra = [k for k in ("columns", "labels", "files") if ds.get(k) is not None]
+    if ds.get("encoding", "utf-8") != "utf-8":
+        extra.append("encoding")
     if name not in GENERIC:
         if extra:
             raise ValueError(f"dataset.{extra[0]} is for your own data (dataset.name: text_classification / text_pair); "
                              f"task '{name}' has its own fields and labels")
         return
+    encoding = ds.get("encoding", "utf-8")
+    try:
+        codecs.lookup(str(encoding))
+    except LookupError:
+        raise ValueError(f"dataset.encoding {encoding!r} is not an encoding Python knows: give e.g. utf-8, latin-1 "
+                         "or cp1252") from None
     if not ds.get("path"):
         raise ValueError(f"dataset.name: {name} needs dataset.path: the folder holding your train / test files")
     roles = GENERIC[name]
@@ -164,4 +223,5 @@ def custom_task(ds: Dict) -> CustomTask:
     return CustomTask(name, tuple(str(lab) for lab in ds["labels"]), ds.get("path") or "", {}, ("", None), {},
                       text_a=(cols["text_a"],), text_b=(cols["text_b"],) if "text_b" in cols else (),
                       test_split="test", dev_split="validation",
-                      columns=tuple(cols.items()), file_names=tuple(sorted(files.items())))
+                      columns=tuple(cols.items()), file_names=tuple(sorted(files.items())),
+                      skip_bad_rows=bool(ds.get("skip_bad_rows")), encoding=ds.get("encoding") or "utf-8")

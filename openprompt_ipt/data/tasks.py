@@ -7,6 +7,7 @@ Templates and verbalizers live in the YAMLs, not here. Protocol and tables: ``do
 """
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import importlib.util
 import json
@@ -15,6 +16,8 @@ from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from openprompt.data_utils import InputExample
+
+from .rows import SKIP_HINT, report_skipped, row_problems
 
 SPLITS = ("train", "validation", "test")
 SPLIT_ALIASES = {"val": "validation", "dev": "validation"}
@@ -30,11 +33,18 @@ class LocalFile:
     label_offset: int = 0          # subtracted from integer labels (AG News test.csv is 1-based)
 
     def read(self, folder: str) -> List[dict]:
-        import datasets
-
         file = os.path.join(folder, self.name)
         if os.path.getsize(file) == 0:
             raise ValueError(f"data file {file} is empty")
+        try:
+            return self._read(file)
+        except UnicodeDecodeError as e:  # the codec's own message names no file
+            raise ValueError(f"data file {file} is not UTF-8 text (byte {e.object[e.start]:#04x} cannot be read): "
+                             "re-save it as UTF-8") from None
+
+    def _read(self, file: str) -> List[dict]:
+        import datasets
+
         if self.name.endswith(".json"):  # one JSON document: a list of rows, or a dict whose values are rows
             with open(file, encoding="utf-8") as f:
                 data = json.load(f)
@@ -91,6 +101,7 @@ class Task:
     metrics: Tuple[str, ...] = ("accuracy", "macro_f1")
     expand: Optional[Callable] = field(default=None, compare=False)  # row -> several examples (MultiRC)
     installed: Optional[InstalledCopy] = None  # the offline default when no data root holds the task
+    skip_bad_rows: bool = False           # dataset.skip_bad_rows: skip rows with no usable text (and say so)
 
     # ---------------------------------------------------------------- where the data is
     def is_hub(self, path: str, hub_name: Optional[str] = None) -> bool:
@@ -136,14 +147,23 @@ class Task:
             if not os.path.isfile(where):
                 raise FileNotFoundError(f"{self.name} split '{split}' not found at {where}: {FIX}")
             rows, offset = spec.read(path), spec.label_offset
-        examples = []
+        examples, skipped = [], []
+        texts = {"text_a": self.text_a, "text_b": self.text_b} if self.expand is None else {}
         for i, row in enumerate(rows):
+            at = f"{where} line {row.line}" if getattr(row, "line", 0) else f"{where} row {i}"  # your files: data/rows.py
+            problems = row_problems(row, texts) if texts and isinstance(row, dict) else []
+            if problems:  # str() would train a null text as "None"
+                if not self.skip_bad_rows:
+                    raise ValueError(f"{at} {problems[0]}: {SKIP_HINT}")
+                skipped.append(f"{at[len(where) + 1:]} {problems[0]}")
+                continue
             for guid, text_a, text_b, raw, meta in (self.expand(row, i) if self.expand else [self._fields(row, i)]):
-                label = self.label_id(raw, offset, f"{where} row {i}")
+                label = self.label_id(raw, offset, at)
                 if label is None and labelled:
-                    raise ValueError(f"{where} row {i} has no label, but split '{split}' is used where labels "
+                    raise ValueError(f"{at} has no label, but split '{split}' is used where labels "
                                      f"are needed (unlabelled test sets cannot be trained or scored)")
                 examples.append(InputExample(guid=f"{split}-{guid}", text_a=text_a, text_b=text_b, label=label, meta=meta))
+        report_skipped(where, skipped)
         if not examples:
             raise ValueError(f"{where} has no examples")
         return examples
@@ -306,6 +326,8 @@ def get_task(name: str, dataset: Optional[dict] = None) -> Task:
         if dataset is None:
             raise ValueError(f"dataset '{name}' is described by its YAML: pass the dataset section")
         return custom_task(dataset)
+    if name in TASKS and (dataset or {}).get("skip_bad_rows"):
+        return dataclasses.replace(TASKS[name], skip_bad_rows=True)
     if name not in TASKS:
         valid = sorted(TASKS) + sorted(GENERIC)
         match = difflib.get_close_matches(str(name), valid, n=1)

@@ -28,19 +28,14 @@ def load_pretrain_config(path: str, overrides: Iterable[str] = ()) -> Dict:
 
 
 def validate(cfg: Dict) -> Dict:
-    t = cfg["train"]
-    for key in ("lr", "lr_embedding", "weight_decay", "max_grad_norm"):
-        try:
-            t[key] = float(t[key])
-        except (TypeError, ValueError):
-            raise ValueError(f"train.{key} must be a number, got '{t[key]}'") from None
+    from ..runner.schema import PRETRAIN, check_values
+
+    check_values(cfg, schema=PRETRAIN)  # types and ranges: one table in runner/schema.py
     c = cfg["classifier"]
     if c["embedding_init"] not in EMBEDDING_INITS:
         raise ValueError(f"classifier.embedding_init must be one of {list(EMBEDDING_INITS)}, got '{c['embedding_init']}'")
     if cfg["train"]["metric"] not in ("accuracy", "macro_f1"):
         raise ValueError(f"train.metric must be 'accuracy' or 'macro_f1', got '{cfg['train']['metric']}'")
-    if int(cfg["train"]["epochs"]) < 1:
-        raise ValueError(f"train.epochs must be >= 1, got {cfg['train']['epochs']}")
     return cfg
 
 

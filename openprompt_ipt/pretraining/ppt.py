@@ -25,6 +25,7 @@ import time
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from ..runner.config import _merge, load_config, read_yaml_with_overrides
+from ..runner.schema import PPT, check_values
 from ..serialization import iter_jsonl, write_text_atomic
 
 PROMPT_FILE, INFO_FILE, PAIRS_FILE = "prompt.safetensors", "ppt.json", "pairs.json"
@@ -52,15 +53,7 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])")
 def load_ppt_config(path: str, overrides: Sequence[str] = ()) -> Dict:
     raw = read_yaml_with_overrides(path, overrides, hint=" (see yamls/pretrain_ppt.yaml)")
     cfg = _merge(DEFAULTS, raw, "", {})
-    c = cfg["corpus"]
-    for key in ("pairs", "min_words", "max_words"):
-        if not isinstance(c[key], int) or c[key] < 1:
-            raise ValueError(f"corpus.{key} must be a positive integer (got {c[key]!r})")
-    for key in ("dev_fraction", "test_fraction"):
-        if not 0.0 < float(c[key]) < 0.5:
-            raise ValueError(f"corpus.{key} must be in (0, 0.5) (got {c[key]!r})")
-    if int(cfg["train"]["epochs"]) < 1:
-        raise ValueError(f"train.epochs must be >= 1, got {cfg['train']['epochs']}")
+    check_values(cfg, schema=PPT)  # types and ranges: one table in runner/schema.py
     return cfg
 
 

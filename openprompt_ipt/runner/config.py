@@ -13,12 +13,16 @@ from typing import Dict, Iterable, List
 
 import yaml
 
+from .schema import check_sweep_values, check_values
+
 DEFAULTS: Dict = {
     "seed": 42,
     "output_dir": None,
     "dataset": {"name": "cb", "path": None, "hub_name": None, "train_from": None, "dev_from_train": 0.2,
                 "test_from_train": None, "max_train": None, "max_eval": None,
-                "columns": None, "labels": None, "files": None},  # your own data: data/custom.py
+                # your own data: columns, labels, files, encoding (data/custom.py). skip_bad_rows (any task):
+                # skip rows with a null / number / empty text or a wrong field count, and say how many
+                "columns": None, "labels": None, "files": None, "skip_bad_rows": False, "encoding": "utf-8"},
     "plm": {"model_path": "minilm", "freeze": True, "max_seq_length": 256, "frozen_dropout": False},
     "template": "instance_wise",
     "verbalizer": "soft_verbalizer",
@@ -108,30 +112,79 @@ def find_config(name: str, search_dirs: Iterable[str] = ()) -> str:
                             "give a path to a YAML, or a name under yamls/")
 
 
-def load_yaml(text_or_stream):
-    return yaml.load(text_or_stream, Loader=YamlLoader)
+class ConfigFileError(ValueError):
+    """A config file (or --set value) that is not a readable YAML mapping; the message is one line."""
+
+
+def load_yaml(text_or_stream, where: str = ""):
+    """The YAML value; with ``where`` (a file name) a syntax error is one ConfigFileError naming
+    ``where`` and the line:column of the error instead of PyYAML's traceback."""
+    if not where:
+        return yaml.load(text_or_stream, Loader=YamlLoader)
+    try:
+        return yaml.load(text_or_stream, Loader=YamlLoader)
+    except yaml.YAMLError as e:
+        at, what = _yaml_problem(e)
+        raise ConfigFileError(f"{where}{at}: YAML syntax error: {what}") from None
+
+
+def _yaml_problem(e) -> tuple:
+    """(':line:col' or '', what went wrong) of a PyYAML error, in one line."""
+    if not isinstance(e, yaml.MarkedYAMLError):
+        return "", " ".join(str(e).split())
+    mark = e.problem_mark or e.context_mark
+    at = f":{mark.line + 1}:{mark.column + 1}" if mark is not None else ""
+    what = e.problem or e.context or "unreadable YAML"
+    if e.context and e.problem and e.context_mark is not None:
+        what += f" ({e.context} started at {e.context_mark.line + 1}:{e.context_mark.column + 1})"
+    return at, what
 
 
 def parse_override(text: str):
     if "=" not in text:
         raise ValueError(f"override '{text}' must look like section.key=value")
     path, value = text.split("=", 1)
-    return path.split("."), load_yaml(value)
+    try:
+        return path.split("."), yaml.load(value, Loader=YamlLoader)
+    except yaml.YAMLError as e:
+        raise ConfigFileError(f"--set {text}: the value is not YAML ({_yaml_problem(e)[1]}): quote it, "
+                              f"e.g. --set '{path}=\"{value}\"', or fix the brackets") from None
 
 
-def read_yaml_with_overrides(path: str, overrides: Iterable[str] = (), hint: str = "") -> Dict:
-    """The YAML at ``path`` with ``section.key=value`` overrides applied (values parsed as YAML)."""
+def read_config_file(path: str, hint: str = "") -> Dict:
+    """The mapping a config YAML holds; a missing, non-UTF-8, empty or non-mapping file is one line."""
     import os
 
     if not os.path.isfile(path):
         raise FileNotFoundError(f"config file '{path}' not found{hint}")
-    with open(path) as f:
-        raw = load_yaml(f) or {}
+    with open(path, "rb") as f:
+        data = f.read()
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        line = data[:e.start].count(b"\n") + 1
+        raise ConfigFileError(f"config file '{path}' is not UTF-8 text (line {line}: byte {data[e.start]:#04x}): "
+                              "re-save it as UTF-8") from None
+    raw = load_yaml(text, path)
+    if raw is None:
+        raise ConfigFileError(f"config file '{path}' is empty (no keys, only blanks or comments): write its "
+                              f"sections{hint or ' (see yamls/quickstart.yaml, docs/training.md)'}")
+    if not isinstance(raw, dict):
+        raise ConfigFileError(f"config file '{path}' holds a {type(raw).__name__}, not 'section: value' lines"
+                              f"{hint}")
+    return raw
+
+
+def read_yaml_with_overrides(path: str, overrides: Iterable[str] = (), hint: str = "") -> Dict:
+    """The YAML at ``path`` with ``section.key=value`` overrides applied (values parsed as YAML)."""
+    raw = read_config_file(path, hint)
     for item in overrides:
         keys, value = parse_override(item)
         node = raw
-        for k in keys[:-1]:
+        for depth, k in enumerate(keys[:-1]):
             node = node.setdefault(k, {})
+            if not isinstance(node, dict):
+                raise ConfigFileError(f"--set {item}: '{'.'.join(keys[:depth + 1])}' is {node!r}, not a section")
         node[keys[-1]] = value
     return raw
 
@@ -157,6 +210,8 @@ def load_config(path: str, overrides: Iterable[str] = (), notes: List[str] | Non
         sections["peer"] = raw["peer"] = check_peer(raw["peer"])
     sweep = flatten_sweep(raw.pop("sweep", None) or {})
     config = _merge(DEFAULTS, raw, "", sections)
+    check_values(config)  # types and ranges (runner/schema.py), before anything heavy is imported
+    check_sweep_values(sweep)
     _check_class_section(config, "template", template_name)
     _check_class_section(config, "verbalizer", verbalizer_name)
     check_protocol(config)
@@ -258,22 +313,10 @@ def check_protocol(config: Dict) -> None:
     if config["selection"] not in SELECTIONS:
         raise ValueError(f"unknown selection '{config['selection']}'{_nearest(str(config['selection']), SELECTIONS)}: "
                          f"valid values are {list(SELECTIONS)}")
-    if proto["name"] in ("few_shot", "low_resource"):
-        k = proto["k"]
-        if not isinstance(k, int) or isinstance(k, bool) or k < 1:
-            raise ValueError(f"protocol '{proto['name']}' needs protocol.k, a positive integer (got {k!r})")
-    if proto["name"] == "few_shot":
-        if proto["dev_k"] is not None and (not isinstance(proto["dev_k"], int) or proto["dev_k"] < 1):
-            raise ValueError(f"protocol.dev_k must be a positive integer (got {proto['dev_k']!r})")
-        if proto["k_per"] not in ("label", "total"):
-            raise ValueError(f"protocol.k_per must be 'label' or 'total' (got {proto['k_per']!r})")
-        folds = proto["cv_folds"]
-        if not isinstance(folds, int) or folds < 2:
-            raise ValueError(f"protocol.cv_folds must be an integer >= 2 (got {folds!r})")
-    if proto["name"] == "low_resource":
-        size = proto["dev_size"]
-        if not isinstance(size, int) or size < 1:
-            raise ValueError(f"protocol.dev_size must be a positive integer (got {size!r})")
+    if proto["name"] in ("few_shot", "low_resource") and proto["k"] is None:  # its range: runner/schema.py
+        raise ValueError(f"protocol '{proto['name']}' needs protocol.k, a positive integer (got null)")
+    if proto["name"] == "few_shot" and proto["k_per"] not in ("label", "total"):
+        raise ValueError(f"protocol.k_per must be 'label' or 'total' (got {proto['k_per']!r})")
 
 
 def _check_class_section(config: Dict, kind: str, name: str) -> None:

@@ -257,6 +257,7 @@ def run_experiment(cfg: Dict, root: str | None = None, output_dir: str | None = 
     from ..injection import max_positions
     from ..training import Runtime, TrainConfig, Trainer, evaluate, set_seed
     from ..training.checkpoint import check_resume_config, latest_checkpoint
+    from .config import DEFAULTS
     from ..training.optim import split_counts
 
     started = time.time()
@@ -266,7 +267,7 @@ def run_experiment(cfg: Dict, root: str | None = None, output_dir: str | None = 
         checkpoint = latest_checkpoint(output_dir) if output_dir else None
         if checkpoint is None:
             raise FileNotFoundError(f"--resume: no checkpoint in '{output_dir}/checkpoints' (train without --resume first)")
-        check_resume_config(checkpoint, cfg)
+        check_resume_config(checkpoint, cfg, defaults=DEFAULTS)
     runtime = Runtime.create(cfg["train"].get("device", "auto"), cfg["train"].get("mixed_precision", "no"))
     show_progress = show_progress and runtime.is_main
     set_seed(cfg["seed"])

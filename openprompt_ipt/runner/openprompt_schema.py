@@ -13,6 +13,7 @@ from types import SimpleNamespace
 from typing import Dict, List, Optional, Tuple
 
 from .config import did_you_mean
+from .schema import INT_NONNEG, SCHEMA, Number, check_value
 
 OURS_TEMPLATES = ("instance_wise", "generated_prefix")
 # top-level sections only OpenPrompt's schema has (ours: seed, output_dir, dataset, plm, template,
@@ -35,6 +36,13 @@ DEFAULT_SEED = 100     # OpenPrompt's config_default: reproduce.seed
 
 class OpenPromptKeyError(ValueError):
     """An OpenPrompt key our runner cannot honour; the message names it and the fix."""
+
+
+def _value(op_key: str, value, ours=None):
+    """An OpenPrompt key's number checked as our key ``ours`` (a SCHEMA key or a spec; default: the
+    same name), the error naming the key as the YAML wrote it: ``num_epochs: 1.5`` must not become 1."""
+    spec = SCHEMA[ours or op_key] if isinstance(ours or op_key, str) else ours
+    return check_value(op_key, value, spec)
 
 
 def looks_like_openprompt(raw: Dict) -> bool:
@@ -67,7 +75,7 @@ def read_template_text(path: str, choice: Optional[int], base_dir: str, key: str
     """Line ``choice`` of a template file, as OpenPrompt's ``Template.from_file`` reads it."""
     with open(_resolve_file(path, base_dir, key)) as f:
         lines = f.readlines()
-    choice = int(choice or 0)
+    choice = _value(f"{key.rsplit('.', 1)[0]}.choice", choice or 0, INT_NONNEG)
     if not 0 <= choice < len(lines) or not lines[choice].strip():
         raise OpenPromptKeyError(f"{key.rsplit('.', 1)[0]}.choice: {choice} names no template line in '{path}' "
                                  f"({len(lines)} lines)")
@@ -81,7 +89,8 @@ def read_label_words(path: str, choice: Optional[int], base_dir: str, key: str, 
 
     holder = SimpleNamespace(num_classes=None)
     try:
-        Verbalizer.from_file(holder, _resolve_file(path, base_dir, key), int(choice or 0))
+        Verbalizer.from_file(holder, _resolve_file(path, base_dir, key),
+                              _value(f"{key.rsplit('.', 1)[0]}.choice", choice or 0, INT_NONNEG))
     except RuntimeError as e:  # "choice N exceed the number of verbalizers"
         raise OpenPromptKeyError(f"{key.rsplit('.', 1)[0]}.choice: {e}") from e
     words = getattr(holder, "label_words", None)
@@ -188,13 +197,14 @@ def to_ours(raw: Dict, base_dir: str = ".", gpus: Optional[int] = None) -> Tuple
                          "(OpenPrompt: PLM weights except bias / LayerNorm)")
         sched = popt.get("scheduler")
         if isinstance(sched, dict) and sched.get("num_warmup_steps") is not None:
-            out["train"]["warmup_steps"] = int(sched["num_warmup_steps"])
+            out["train"]["warmup_steps"] = _value("plm.optimize.scheduler.num_warmup_steps", sched["num_warmup_steps"],
+                                                  "train.warmup_steps")
     take_ours("plm", plm, ("model_path",))
     # ---- dataloader
     dl = _section(raw, "dataloader")
     _refuse_unknown(dl, "dataloader", ("max_seq_length", "decoder_max_length", "truncate_method", "decode_from_pad"))
     if dl.get("max_seq_length") is not None:
-        out["plm"]["max_seq_length"] = int(dl["max_seq_length"])
+        out["plm"]["max_seq_length"] = _value("dataloader.max_seq_length", dl["max_seq_length"], "plm.max_seq_length")
     if dl.get("truncate_method") not in (None, "balanced"):
         notes.append(f"dataloader.truncate_method {dl['truncate_method']}: we truncate 'balanced' (OpenPrompt's "
                      "head/tail crash when a text part empties)")
@@ -211,21 +221,22 @@ def to_ours(raw: Dict, base_dir: str = ".", gpus: Optional[int] = None) -> Tuple
         if tr.get(key) is not None:
             notes.append(f"train.{key} ({tr[key]}) has no effect here: head and template train together")
     if tr.get("num_training_steps") is not None:  # OpenPrompt: steps win over epochs
-        out["train"]["max_steps"] = int(tr["num_training_steps"])
+        out["train"]["max_steps"] = _value("train.num_training_steps", tr["num_training_steps"], "train.max_steps")
     else:
-        out["train"]["epochs"] = int(tr["num_epochs"]) if tr.get("num_epochs") is not None else DEFAULT_EPOCHS
+        out["train"]["epochs"] = (_value("train.num_epochs", tr["num_epochs"], "train.epochs")
+                                  if tr.get("num_epochs") is not None else DEFAULT_EPOCHS)
     for key in ("batch_size", "gradient_accumulation_steps"):
         if tr.get(key) is not None:
-            out["train"][key] = int(tr[key])
+            out["train"][key] = _value(f"train.{key}", tr[key])
     if tr.get("max_grad_norm") is not None:
-        out["train"]["max_grad_norm"] = max(0.0, float(tr["max_grad_norm"]))  # OpenPrompt: < 0 = no clipping
+        out["train"]["max_grad_norm"] = max(0.0, _value("train.max_grad_norm", tr["max_grad_norm"], Number()))  # OpenPrompt: < 0 = no clipping
     take_ours("train", tr, op_train)
     for split in ("dev", "test"):
         sec = _section(raw, split)
         _refuse_unknown(sec, split, ("batch_size", "shuffle_data"))
     test_bs = _section(raw, "test").get("batch_size") or _section(raw, "dev").get("batch_size")
     if test_bs:
-        out["test"]["batch_size"] = int(test_bs)
+        out["test"]["batch_size"] = _value("test.batch_size", test_bs)
     # ---- template
     from openprompt.prompts import TEMPLATE_CLASS, VERBALIZER_CLASS
 
@@ -254,10 +265,10 @@ def to_ours(raw: Dict, base_dir: str = ".", gpus: Optional[int] = None) -> Tuple
         if str(topt.get("name", "AdamW")).lower() != "adamw":
             raise OpenPromptKeyError(f"{template}.optimize.name: {topt['name']} is not supported (AdamW only)")
         if topt.get("lr") is not None:
-            out["train"]["lr_prompt"] = float(topt["lr"])
+            out["train"]["lr_prompt"] = _value(f"{template}.optimize.lr", topt["lr"], "train.lr_prompt")
         eps = topt.get("adam_epsilon", topt.get("eps"))
         if eps is not None:
-            out["train"]["adam_eps"] = float(eps)
+            out["train"]["adam_eps"] = _value(f"{template}.optimize.adam_epsilon", eps, "train.adam_eps")
         if topt.get("betas") is not None:
             out["train"]["adam_betas"] = list(topt["betas"])
         if topt.get("weight_decay"):
@@ -265,7 +276,8 @@ def to_ours(raw: Dict, base_dir: str = ".", gpus: Optional[int] = None) -> Tuple
                          "template's AdamW from lr and eps only)")
         sched = topt.get("scheduler")
         if isinstance(sched, dict) and sched.get("num_warmup_steps") is not None:
-            out["train"]["warmup_steps"] = int(sched["num_warmup_steps"])  # the template's warmup wins
+            out["train"]["warmup_steps"] = _value(f"{template}.optimize.scheduler.num_warmup_steps",  # the template's wins
+                                                  sched["num_warmup_steps"], "train.warmup_steps")
         if sched is None and freeze:
             out["train"]["scheduler"] = "constant"  # OpenPrompt: no scheduler -> a fixed rate
             out["train"].setdefault("warmup_steps", 0)
@@ -291,7 +303,7 @@ def to_ours(raw: Dict, base_dir: str = ".", gpus: Optional[int] = None) -> Tuple
         vsec.pop(key, None)
     vopt = vsec.pop("optimize", None)
     if vopt and vopt.get("lr") is not None:
-        out["train"]["lr_head"] = float(vopt["lr"])
+        out["train"]["lr_head"] = _value(f"{verbalizer}.optimize.lr", vopt["lr"], "train.lr_head")
     out[verbalizer] = vsec
     for key in set(raw) - known_top:  # other templates' / verbalizers' sections: unused, as in OpenPrompt
         if key not in TEMPLATE_CLASS and key not in VERBALIZER_CLASS:
@@ -306,12 +318,13 @@ def to_ours(raw: Dict, base_dir: str = ".", gpus: Optional[int] = None) -> Tuple
         sam = _section(raw, "sampling_from_train")
         _refuse_unknown(sam, "sampling_from_train", ("parent_config", "num_examples_per_label", "also_sample_dev",
                                                      "num_examples_per_label_dev", "seed"))
-        k = sam.get("num_examples_per_label", 10)
+        k = _value("sampling_from_train.num_examples_per_label", sam.get("num_examples_per_label", 10), "protocol.k")
         if not sam.get("also_sample_dev", True):
             raise OpenPromptKeyError("sampling_from_train.also_sample_dev: false is not supported: our few-shot "
                                      "protocol samples K per label for dev too (set it true)")
         out["protocol"] = {"name": "few_shot", "k": k, "k_per": "label",
-                           "dev_k": sam.get("num_examples_per_label_dev") or k}
+                           "dev_k": _value("sampling_from_train.num_examples_per_label_dev",
+                                           sam.get("num_examples_per_label_dev") or k, "protocol.dev_k")}
         seed = sam.get("seed")
         if isinstance(seed, list):
             if len(seed) != 1:
@@ -319,7 +332,7 @@ def to_ours(raw: Dict, base_dir: str = ".", gpus: Optional[int] = None) -> Tuple
                                          f"others with --seeds {','.join(str(s) for s in seed)}")
             seed = seed[0]
         if seed is not None:
-            out["seed"] = int(seed)  # our runner draws the K examples with the run seed
+            out["seed"] = _value("sampling_from_train.seed", seed, "seed")  # our runner draws the K examples with the run seed
     elif setting != "full":
         raise OpenPromptKeyError(f"learning_setting: {setting} is not supported (full or few_shot; zero-shot "
                                  "trains nothing)")
@@ -331,13 +344,13 @@ def to_ours(raw: Dict, base_dir: str = ".", gpus: Optional[int] = None) -> Tuple
             notes.append(f"reproduce.seed {rep['seed']} ignored: the few-shot sampling seed {out['seed']} seeds "
                          "the run (our runner uses one seed for sampling and initialisation)")
         else:
-            out["seed"] = int(rep["seed"])
+            out["seed"] = _value("reproduce.seed", rep["seed"], "seed")
     out.setdefault("seed", DEFAULT_SEED)
     if any(rep.get(k) not in (None, -1) for k in ("random_seed", "torch_seed", "numpy_seed", "cuda_seed")):
         notes.append("reproduce.random_seed/torch_seed/numpy_seed/cuda_seed ignored: reproduce.seed seeds all")
     env = _section(raw, "environment")
     _refuse_unknown(env, "environment", ("num_gpus", "cuda_visible_devices", "local_rank"))
-    num_gpus = int(env.get("num_gpus") or 0)
+    num_gpus = _value("environment.num_gpus", env.get("num_gpus") or 0, INT_NONNEG)
     if gpus is None:
         import torch
 

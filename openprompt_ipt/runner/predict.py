@@ -9,8 +9,10 @@ returns ``{"guid", "label", "probabilities"}`` per example.
 """
 from __future__ import annotations
 
+import io
+import json
 import os
-from typing import Dict, Iterable, List
+from typing import Callable, Dict, Iterable, List, Optional
 
 import torch
 
@@ -28,38 +30,56 @@ class Predictor:
         self.task = get_task(cfg["dataset"]["name"], cfg["dataset"])
         self.labels = list(self.task.labels)
 
-    def examples(self, rows: Iterable[Dict]) -> List:
+    def examples(self, rows: Iterable[Dict], on_bad_row: Optional[Callable[[str], None]] = None) -> List:
+        """Examples of ``rows``. A row whose text is null, a number or empty (or missing) is never scored:
+        all such rows are one ``BadRows`` error with a line per row, or, with ``on_bad_row``, each is
+        passed to it as that line and left out."""
         from openprompt.data_utils import InputExample
+
+        from ..data.rows import BadRows, row_name, row_problems
 
         rows = list(rows)
         if not rows:
             raise ValueError("no input rows: give at least one example")
-        task, out = self.task, []
+        task, out, bad = self.task, [], []
         known = set(task.text_a) | set(task.text_b) | set(KNOWN_EXTRA_FIELDS)
         known |= {column for _, column in getattr(task, "columns", ())}  # your own data: its label column too
+        texts = {"text_a": task.text_a, "text_b": task.text_b}
         for i, row in enumerate(rows):
+            name = row_name(row, i)
             if not isinstance(row, dict):
-                raise ValueError(f"input row {i} is {type(row).__name__}, not a JSON object")
+                raise ValueError(f"{name} is {type(row).__name__}, not a JSON object")
             if task.expand is None:
                 unknown = sorted(set(row) - known)
                 if unknown:
-                    raise ValueError(f"input row {i} has fields {unknown} that task '{task.name}' does not use: it "
+                    raise ValueError(f"{name} has fields {unknown} that task '{task.name}' does not use: it "
                                      f"reads {list(task.text_a)} (+ {list(task.text_b)}) and optionally {list(KNOWN_EXTRA_FIELDS)}")
-                expanded = [task._fields(row, i)]
-            else:
-                expanded = task.expand(row, i)
+            problems = row_problems(row, texts, required=task.expand is None)
+            if problems:
+                bad.append(f"{name} {'; '.join(problems)}: not scored")
+                if on_bad_row is not None:
+                    on_bad_row(bad[-1])
+                continue
+            expanded = [task._fields(row, i)] if task.expand is None else task.expand(row, i)
             for guid, text_a, text_b, raw, meta in expanded:
-                label = task.label_id(raw, 0, f"input row {i}") if raw is not None else None
+                label = task.label_id(raw, 0, name) if raw is not None else None
                 out.append(InputExample(guid=str(guid), text_a=text_a, text_b=text_b,
                                         label=0 if label is None else label, meta=meta))
+        if bad and on_bad_row is None:
+            raise BadRows(bad, f"{len(bad)} of {len(rows)} input rows have no usable text: fix them (every text a "
+                               "non-empty string), or leave them out (experiments/predict.py --skip-bad-rows)")
+        if not out:
+            raise ValueError(f"none of the {len(rows)} input rows has a usable text")
         return out
 
     @torch.no_grad()
-    def predict(self, rows: Iterable[Dict], batch_size: int | None = None) -> List[Dict]:
+    def predict(self, rows: Iterable[Dict], batch_size: int | None = None,
+                on_bad_row: Optional[Callable[[str], None]] = None) -> List[Dict]:
+        """``{"guid", "label", "probabilities"}`` per example; bad rows: see ``examples``."""
         from ..data import encode_examples, make_loader
         from ..training.trainer import to_device
 
-        exs = self.examples(rows)
+        exs = self.examples(rows, on_bad_row)
         feats = encode_examples(exs, self.model.template, self.wrapper, desc="predict")
         loader = make_loader(feats, batch_size or self.cfg["test"]["batch_size"], self.tokenizer.pad_token_id or 0)
         self.model.eval()
@@ -115,10 +135,14 @@ def load_run(run_dir: str, device: str = "cpu") -> Predictor:
 
 
 def read_jsonl(path: str) -> List[Dict]:
+    """The rows of a JSONL input file; each object row remembers its line (messages name it)."""
+    from ..data.custom import decode_file
+    from ..data.rows import Row
+
     if not os.path.isfile(path):
         raise FileNotFoundError(f"input file '{path}' not found")
-    with open(path) as f:
-        rows = list(iter_jsonl(f, path))
+    rows = [Row.at(value, n, path) if isinstance(value, dict) else value
+            for n, value in iter_jsonl(io.StringIO(decode_file(path, fix="re-save it as UTF-8")), path, numbered=True)]
     if not rows:
         raise ValueError(f"input file '{path}' has no rows")
     return rows

@@ -134,20 +134,24 @@ def _flatten(d, prefix: str = "") -> Dict[str, object]:
 NOT_RESULT_KEYS = ("train.checkpoint_every", "train.checkpoint_minutes", "train.keep_checkpoints")
 
 
-def config_differences(saved: Dict, current: Dict) -> List[str]:
+def config_differences(saved: Dict, current: Dict, defaults: Optional[Dict] = None) -> List[str]:
     """'key: saved -> current' for every leaf that differs (lists and tuples compare by value), except
-    the checkpoint schedule (``NOT_RESULT_KEYS``)."""
+    the checkpoint schedule (``NOT_RESULT_KEYS``) and keys added to ``defaults`` after the run was saved
+    that still hold their default (a run saved by an older release resumes under a newer one)."""
     a, b = _flatten(json.loads(json.dumps(saved))), _flatten(json.loads(json.dumps(current)))
+    new = _flatten(json.loads(json.dumps(defaults or {})))
     return [f"{k}: {a.get(k, '<unset>')!r} -> {b.get(k, '<unset>')!r}" for k in sorted(set(a) | set(b))
-            if a.get(k, "<unset>") != b.get(k, "<unset>") and k not in NOT_RESULT_KEYS]
+            if a.get(k, "<unset>") != b.get(k, "<unset>") and k not in NOT_RESULT_KEYS
+            and not (k not in a and k in new and new[k] == b.get(k))]
 
 
-def check_resume_config(checkpoint_dir: str, config: Dict, what: str = "resume from") -> None:
+def check_resume_config(checkpoint_dir: str, config: Dict, what: str = "resume from",
+                        defaults: Optional[Dict] = None) -> None:
     from ..serialization import read_json
 
     saved = read_json(os.path.join(checkpoint_dir, CONFIG_FILE),
                       f"delete '{checkpoint_dir}' (--resume then trains from the start) or rerun with --overwrite")
-    diff = config_differences(saved, config)
+    diff = config_differences(saved, config, defaults)
     if diff:
         raise ValueError(f"cannot {what} {checkpoint_dir}: the config differs from the one it was trained "
                          f"with at {'; '.join(diff)} (undo the change, or start a new run with another --output-dir)")
