@@ -59,8 +59,9 @@ def find_run(path: str) -> str:
         raise ValueError(f"'{path}' is an output directory holding the runs of {', '.join(configs)}: "
                          f"give one config's directory, e.g. {os.path.join(path, configs[0])}")
     missing = [f for f in RUN_FILES if not os.path.isfile(os.path.join(path, f))]
+    missing = f"{' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} missing"
     if os.path.isdir(os.path.join(path, "checkpoints")):
-        raise FileNotFoundError(f"'{path}' is not a finished run: {' and '.join(missing)} missing; it has checkpoints: "
+        raise FileNotFoundError(f"'{path}' is not a finished run ({missing}) but has checkpoints: "
                                 "finish it with the same experiments/run.py command + --resume")
-    raise FileNotFoundError(f"'{path}' holds no run ({' and '.join(missing)} missing): give the directory "
-                            "experiments/run.py printed (<output dir>/<config name>, or its seed<k>)")
+    raise FileNotFoundError(f"'{path}' holds no run ({missing}): give the directory experiments/run.py printed "
+                            "(<output dir>/<config name>, or its seed<k>)")
