@@ -42,8 +42,11 @@ def script_result(argv, cwd):
     ("run", ["--config", "missing.yaml"]),
     ("predict", ["--help"]),
     ("predict", ["--run", "runs/none", "--input", "rows.jsonl"]),
+    ("run", ["--config", os.path.join(ROOT, "yamls", "cb_random_ipt.yaml"), "--set", "train.epoch=3"]),
+    ("run", ["--config", os.path.join(ROOT, "yamls", "cb_random_ipt.yaml"), "--set", "train.adam_eps=-1"]),
+    ("run", ["--config", os.path.join(ROOT, "yamls", "cb_random_ipt.yaml"), "--set", "protocol.name=x"]),
 ])
-def test_help_and_a_wrong_path_import_nothing_heavy(tmp_path, script, args):
+def test_help_a_wrong_path_and_a_bad_value_import_nothing_heavy(tmp_path, script, args):
     result, err = script_result([os.path.join(ROOT, "experiments", f"{script}.py"), *args], str(tmp_path))
     assert result["loaded"] == []
     if args[0] == "--help":
