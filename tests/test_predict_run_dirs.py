@@ -77,6 +77,7 @@ CASES = {
     "runs/cb": lambda: touch_run("runs/cb/cb_random_ipt/seed42"),
     "runs/cb/cb_random_ipt/seed42": lambda: touch_run("runs/cb/cb_random_ipt/seed42", finished=False),
     "runs/cb/cb_random_ip": lambda: touch_run("runs/cb/cb_random_ipt/seed42"),
+    "runs/cb/cb_random_ipt/seed42/best.safetensors": lambda: touch_run("runs/cb/cb_random_ipt/seed42"),
     "yamls": lambda: os.makedirs("yamls"),
 }
 

@@ -41,8 +41,9 @@ def _selected_point(seed_dir: str):
 def find_run(path: str) -> str:
     """The directory holding the run's ``config.json`` + ``best.safetensors``."""
     if not os.path.isdir(path):
-        raise FileNotFoundError(f"run directory '{path}' not found: give the directory experiments/run.py printed "
-                                "(<output dir>/<config name>, or its seed<k>)")
+        what = f"'{path}' is a file, not a run directory" if os.path.exists(path) else f"run directory '{path}' not found"
+        raise FileNotFoundError(f"{what}: give the directory experiments/run.py printed (<output dir>/<config name>, "
+                                "or its seed<k>)")
     if is_finished(path):
         return path
     point = _selected_point(path)
