@@ -12,10 +12,8 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
+# only the config reader here: --help and a config error answer before torch / OpenPrompt load (issue #32)
 from openprompt_ipt.runner.config import find_config, load_config  # noqa: E402
-from openprompt_ipt.runner.experiment import format_result, run_experiment  # noqa: E402
-from openprompt_ipt.runner.runs import format_summary, run_seeds  # noqa: E402
-from openprompt_ipt.training.logs import format_summary as format_run_summary  # noqa: E402
 
 
 REPO_YAMLS = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "yamls"))
@@ -37,10 +35,13 @@ def parse_seeds(text):
     return seeds
 
 
-def training(run=run_experiment, resume: bool = False):
-    """The train_fn of ``run_seeds`` around ``run`` (``run_experiment`` or a peer's, e.g. PEFT's); with
-    --resume each run (seed / sweep point / fold) continues from its own newest checkpoint, keeps its
+def training(run=None, resume: bool = False):
+    """The train_fn of ``run_seeds`` around ``run`` (default ``run_experiment``, or a peer's, e.g. PEFT's);
+    with --resume each run (seed / sweep point / fold) continues from its own newest checkpoint, keeps its
     result when it finished (same config required), or starts from scratch, and says which in one line."""
+    if run is None:
+        from openprompt_ipt.runner.experiment import run_experiment as run
+
     def train(cfg, splits, output_dir, show_progress):
         from openprompt_ipt.training.checkpoint import check_resume_config, latest_checkpoint
 
@@ -65,12 +66,12 @@ def training(run=run_experiment, resume: bool = False):
 def main(argv=None, parser=None, run_for=None) -> int:
     """``parser`` / ``run_for(args) -> run`` let a peer runner (``benchmarks/peft_run.py``) add its
     options and swap the model while keeping this CLI, its output layout and its report."""
-    from openprompt_ipt.training.distributed import shutdown
-
     try:
         return _main(argv, parser, run_for)
     finally:
-        shutdown()
+        distributed = sys.modules.get("openprompt_ipt.training.distributed")
+        if distributed is not None:  # only a run that got that far can have joined a process group
+            distributed.shutdown()
 
 
 def build_parser(description=__doc__.split("\n")[0]) -> argparse.ArgumentParser:
@@ -121,13 +122,17 @@ def _main(argv=None, parser=None, run_for=None) -> int:
     except (KeyError, ValueError, FileNotFoundError) as e:
         print(f"error: {e.args[0] if isinstance(e, KeyError) and e.args else e}", file=sys.stderr)
         return 2
+    from openprompt_ipt.runner.experiment import format_result
+    from openprompt_ipt.runner.runs import format_summary, run_seeds
+    from openprompt_ipt.training.logs import format_summary as format_run_summary
+
     name = os.path.splitext(os.path.basename(args.config))[0]
     out = args.output_dir or cfg.get("output_dir") or "runs"
     try:
         if args.resume and not os.path.isdir(os.path.join(out, name)):
             raise FileNotFoundError(f"--resume: no runs of '{name}' under '{out}' (train without --resume first)")
         summary = run_seeds(cfg, name, out, args.seeds, args.data_root, show_progress=not args.quiet,
-                            train_fn=training(run_for(args) if run_for else run_experiment, args.resume),
+                            train_fn=training(run_for(args) if run_for else None, args.resume),
                             resume=args.resume, overwrite=args.overwrite)
     except (ValueError, FileNotFoundError, KeyError, ImportError, FloatingPointError) as e:  # DamagedFile, RunDirExists too
         print(f"error: {e.args[0] if isinstance(e, KeyError) and e.args else e}", file=sys.stderr)

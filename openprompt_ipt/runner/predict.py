@@ -1,8 +1,9 @@
 """Predict with a trained run: its prompt + head loaded onto its PLM (named by the run's config).
 
-``load_run(run_dir)`` reads ``config.json``, loads the backbone from ``plm.model_path``, rebuilds the
-template from ``template/`` (its saved arguments, e.g. the vocab rows a ``vocab_rows: seen`` run kept)
-and the verbalizer from the config, then loads ``best.safetensors`` (every trained parameter of the
+``load_run(run_dir)`` (a seed directory, or any directory the runner printed: ``run_dirs.find_run``)
+reads ``config.json``, loads the backbone from ``plm.model_path``, rebuilds the template from
+``template/`` (its saved arguments, e.g. the vocab rows a ``vocab_rows: seen`` run kept) and the
+verbalizer from the config, then loads ``best.safetensors`` (every trained parameter of the
 selected epoch: prompt, head, and the PLM when it was fine-tuned). ``Predictor.predict(rows)`` takes
 rows in the task's own format (dicts, e.g. CB ``{"premise", "hypothesis"}``; a label is optional) and
 returns ``{"guid", "label", "probabilities"}`` per example.
@@ -17,6 +18,7 @@ from typing import Callable, Dict, Iterable, List, Optional
 import torch
 
 from ..serialization import iter_jsonl
+from .run_dirs import find_run
 
 KNOWN_EXTRA_FIELDS = ("idx", "label", "guid", "id")
 
@@ -101,11 +103,8 @@ def load_run(run_dir: str, device: str = "cpu") -> Predictor:
     from .plm import load_backbone
     from ..serialization import load_trainable
 
+    run_dir = find_run(run_dir)  # a config dir with one seed, a sweep's seed dir: the run inside
     cfg_path, weights = os.path.join(run_dir, "config.json"), os.path.join(run_dir, "best.safetensors")
-    for path in (cfg_path, weights):
-        if not os.path.isfile(path):
-            raise FileNotFoundError(f"'{run_dir}' is not a finished run: {os.path.basename(path)} is missing "
-                                    "(train with experiments/run.py --output-dir first)")
     from ..serialization import read_json
 
     retrain = "train the run again (experiments/run.py ... --overwrite) or use another run"

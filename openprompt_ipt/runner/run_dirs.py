@@ -1,0 +1,68 @@
+"""Find a finished run's files from any directory the runner printed (issue #32).
+
+``experiments/run.py --output-dir DIR`` writes ``DIR/<config name>/seed<k>/`` (``runs.py``); a sweep's
+selected point trains in ``seed<k>/<point>/``. ``find_run(path)`` accepts a seed directory, a config
+directory holding one seed, or a sweep's seed directory, and otherwise says in one line which
+directory to give (the seeds or configs it found there, or that the run did not finish).
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+from typing import List
+
+RUN_FILES = ("config.json", "best.safetensors")
+_SEED = re.compile(r"seed(-?\d+)$")
+
+
+def is_finished(path: str) -> bool:
+    return all(os.path.isfile(os.path.join(path, f)) for f in RUN_FILES)
+
+
+def seed_dirs(path: str) -> List[str]:
+    """The ``seed<k>`` folders of a config directory, in seed order."""
+    names = [n for n in os.listdir(path) if _SEED.match(n) and os.path.isdir(os.path.join(path, n))]
+    return sorted(names, key=lambda n: int(_SEED.match(n).group(1)))
+
+
+def _selected_point(seed_dir: str):
+    """A sweep's seed directory -> the folder of the point it selected (its metrics.json says which)."""
+    from .sweep import point_name
+
+    try:
+        with open(os.path.join(seed_dir, "metrics.json")) as f:
+            point = json.load(f).get("selected_point")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return os.path.join(seed_dir, point_name(point)) if isinstance(point, dict) else None
+
+
+def find_run(path: str) -> str:
+    """The directory holding the run's ``config.json`` + ``best.safetensors``."""
+    if not os.path.isdir(path):
+        what = f"'{path}' is a file, not a run directory" if os.path.exists(path) else f"run directory '{path}' not found"
+        raise FileNotFoundError(f"{what}: give the directory experiments/run.py printed (<output dir>/<config name>, "
+                                "or its seed<k>)")
+    if is_finished(path):
+        return path
+    point = _selected_point(path)
+    if point and is_finished(point):
+        return point
+    seeds = seed_dirs(path)
+    if len(seeds) == 1:
+        return find_run(os.path.join(path, seeds[0]))
+    if seeds:
+        raise ValueError(f"'{path}' holds the runs of {len(seeds)} seeds ({', '.join(seeds)}): pick one, "
+                         f"e.g. {os.path.join(path, seeds[0])}")
+    configs = sorted(n for n in os.listdir(path) if os.path.isdir(os.path.join(path, n)) and seed_dirs(os.path.join(path, n)))
+    if configs:
+        raise ValueError(f"'{path}' is an output directory holding the runs of {', '.join(configs)}: "
+                         f"give one config's directory, e.g. {os.path.join(path, configs[0])}")
+    missing = [f for f in RUN_FILES if not os.path.isfile(os.path.join(path, f))]
+    missing = f"{' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} missing"
+    if os.path.isdir(os.path.join(path, "checkpoints")):
+        raise FileNotFoundError(f"'{path}' is not a finished run ({missing}) but has checkpoints: "
+                                "finish it with the same experiments/run.py command + --resume")
+    raise FileNotFoundError(f"'{path}' holds no run ({missing}): give the directory experiments/run.py printed "
+                            "(<output dir>/<config name>, or its seed<k>)")
