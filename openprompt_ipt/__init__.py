@@ -13,8 +13,10 @@ _moved.install()  # old runner import paths (openprompt_ipt.config, ...) for one
 from . import openprompt_registry  # noqa: E402  (after the shims)
 from .templates import GeneratedPrefixTemplate, InstanceWiseTemplate  # noqa: E402
 from .verbalizers import ClsHeadVerbalizer  # noqa: E402,F401  (kept importable from the package)
+from .backbones import load_backbone  # noqa: E402  (a backbone by the names the YAMLs accept, as load_plm returns)
+from .param_groups import optimizer_groups  # noqa: E402  (template + verbalizer + PLM groups for a stock optimizer)
 
 openprompt_registry.register()
 
 __version__ = "0.1.0"
-__all__ = ["GeneratedPrefixTemplate", "InstanceWiseTemplate", "__version__"]
+__all__ = ["GeneratedPrefixTemplate", "InstanceWiseTemplate", "load_backbone", "optimizer_groups", "__version__"]

@@ -301,21 +301,25 @@ def test_hub_names_reach_the_hub_loaders_unchanged(monkeypatch):
 
 
 def test_backbone_hub_name_goes_to_from_pretrained(monkeypatch):
+    import types
+
     import transformers
 
     from openprompt_ipt.runner.plm import load_backbone
 
     seen = []
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # no network in tests: offline, a hub name loads from the cache only
 
     class Fake:
         @staticmethod
         def from_pretrained(name, *a, **kw):
-            seen.append(name)
-            return object()
+            seen.append((name, kw.get("local_files_only")))
+            model = types.SimpleNamespace(config=types.SimpleNamespace(model_type="roberta"))
+            return (model, {"missing_keys": []}) if kw.get("output_loading_info") else model
 
     monkeypatch.setattr(transformers, "AutoTokenizer", Fake)
     monkeypatch.setattr(transformers, "AutoModelForMaskedLM", Fake)
     load_backbone("roberta-large")
-    assert seen == ["roberta-large", "roberta-large"]
+    assert seen == [("roberta-large", True), ("roberta-large", True)]
     with pytest.raises(FileNotFoundError, match="does not exist"):
         load_backbone(os.path.join("no", "such", "checkpoint"))

@@ -19,7 +19,8 @@ DEFAULTS: Dict = {
     "dataset": {"name": "cb", "path": None, "hub_name": None, "train_from": None, "dev_from_train": 0.2,
                 "test_from_train": None, "max_train": None, "max_eval": None,
                 "columns": None, "labels": None, "files": None},  # your own data: data/custom.py
-    "plm": {"model_path": "minilm", "freeze": True, "max_seq_length": 256, "frozen_dropout": False},
+    # model_name (optional, OpenPrompt's plm.model_name): must match the checkpoint's model_type
+    "plm": {"model_path": "minilm", "model_name": None, "freeze": True, "max_seq_length": 256, "frozen_dropout": False},
     "template": "instance_wise",
     "verbalizer": "soft_verbalizer",
     "train": {"epochs": 10, "batch_size": 16, "lr_prompt": 3e-3, "lr_head": 1e-3, "lr_plm": 1e-5,
@@ -163,6 +164,9 @@ def load_config(path: str, overrides: Iterable[str] = (), notes: List[str] | Non
     from ..data.custom import normalise
 
     normalise(config)
+    from ..backbones import check_model_name  # a local checkpoint's config.json is read here; a hub one at load
+
+    check_model_name(config["plm"]["model_name"], config["plm"]["model_path"])
     check_train(config)
     check_sweep(config, sweep)
     check_init(config)

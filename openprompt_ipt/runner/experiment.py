@@ -177,7 +177,7 @@ def build_model(cfg: Dict, train_examples, num_classes: int, labels: Sequence[st
     from .plm import load_backbone
 
     check_label_words(cfg, labels if labels is not None else [str(i) for i in range(num_classes)])
-    model, tokenizer, wrapper_class = load_backbone(cfg["plm"]["model_path"])
+    model, tokenizer, wrapper_class = load_backbone(cfg["plm"]["model_path"], cfg["plm"].get("model_name"))
     section = dict(cfg.get(cfg["template"]) or {})
     if cfg["train"].get("vocab_rows") == "seen":  # restrict vocab tables to ids the training text uses
         if cfg["template"] == "instance_wise":
@@ -188,6 +188,9 @@ def build_model(cfg: Dict, train_examples, num_classes: int, labels: Sequence[st
     node = CfgNode({"template": cfg["template"], cfg["template"]: section,
                     "verbalizer": cfg["verbalizer"], cfg["verbalizer"]: verb_section}, new_allowed=True)
     template = load_template(node, model=model, tokenizer=tokenizer)
+    if "sparse" not in section and "sparse" not in (section.get("ipt") or {}):
+        from ..generators.vocab_table import use_sparse_rows  # the runner's own default: sparse row updates
+        use_sparse_rows(template)
     verbalizer = load_verbalizer(node, model=model, tokenizer=tokenizer)
     from openprompt.prompts import SoftVerbalizer
 

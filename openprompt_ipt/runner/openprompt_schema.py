@@ -162,6 +162,8 @@ def to_ours(raw: Dict, base_dir: str = ".", gpus: Optional[int] = None) -> Tuple
     if model_name is not None and str(model_name).lower() not in MLM_MODELS:
         raise OpenPromptKeyError(f"plm.model_name: {model_name} is not a masked LM: our templates feed encoder "
                                  f"classifiers (supported: {list(MLM_MODELS)}); T5 / GPT generation is not supported")
+    if model_name is not None:
+        out["plm"]["model_name"] = str(model_name).lower()  # checked against the checkpoint's model_type
     if plm.get("model_path"):
         out["plm"]["model_path"] = plm["model_path"]
     elif "model_path" in plm:  # written but empty (absent: our default backbone)
@@ -189,7 +191,7 @@ def to_ours(raw: Dict, base_dir: str = ".", gpus: Optional[int] = None) -> Tuple
         sched = popt.get("scheduler")
         if isinstance(sched, dict) and sched.get("num_warmup_steps") is not None:
             out["train"]["warmup_steps"] = int(sched["num_warmup_steps"])
-    take_ours("plm", plm, ("model_path",))
+    take_ours("plm", plm, ("model_path", "model_name"))
     # ---- dataloader
     dl = _section(raw, "dataloader")
     _refuse_unknown(dl, "dataloader", ("max_seq_length", "decoder_max_length", "truncate_method", "decode_from_pad"))
