@@ -272,6 +272,8 @@ def test_readme_snippet_runs(bert):
     assert [type(t).__name__ for t in scope["templates"]] == ["InstanceWiseTemplate", "GeneratedPrefixTemplate"]
     assert scope["predictions"].shape == (2,) and torch.isfinite(scope["loss"])
     assert all(p.grad is None for p in model.parameters()), "the frozen PLM received gradients"
+    section = readme[readme.index("## Use it from your OpenPrompt code"):readme.index("<!-- openprompt-native:start -->")]
+    assert 'openprompt_ipt.load_backbone("minilm")' in section and "optimizer_groups" in block.group(1)
 
 
 # ---- OpenPrompt's tutorials as a user runs them: constructors' and optimizers' default arguments (#29) ----
