@@ -64,6 +64,27 @@ def _hub_reachable() -> bool:
     return hub_online()
 
 
+def ensure_available(name_or_path: str) -> None:
+    """Fail at once, in one line, when the backbone cannot be had: a missing folder, or (offline) a hub
+    name the 🤗 cache does not hold. Cheap (no weights read), so a run checks it before loading its data."""
+    path = backbone_path(name_or_path)
+    if os.path.isdir(path):
+        return
+    if os.path.isabs(path) or path.startswith(".") or path.count("/") > 1:
+        raise FileNotFoundError(f"backbone directory '{path}' does not exist: {FIX}, or a hub name")
+    if _hub_reachable():
+        return
+    from huggingface_hub import try_to_load_from_cache
+
+    try:
+        cached = isinstance(try_to_load_from_cache(path, "config.json"), str)
+    except Exception:  # not a valid repo id: nothing cached under it
+        cached = False
+    if not cached:
+        raise FileNotFoundError(f"backbone '{name_or_path}' is not a local folder, not in the 🤗 cache, and the hub is "
+                                f"unreachable (offline): {FIX}")
+
+
 def load_backbone(name_or_path: str = OFFLINE_BACKBONE, model_name: Optional[str] = None) -> Tuple:
     """``(model, tokenizer, model_config, WrapperClass)`` of a masked LM, as OpenPrompt's
     ``load_plm(model_name, model_path)`` returns them. ``model_name`` (optional, OpenPrompt's
@@ -74,8 +95,7 @@ def load_backbone(name_or_path: str = OFFLINE_BACKBONE, model_name: Optional[str
 
     path = backbone_path(name_or_path)
     local = os.path.isdir(path)
-    if not local and (os.path.isabs(path) or path.startswith(".") or path.count("/") > 1):
-        raise FileNotFoundError(f"backbone directory '{path}' does not exist: {FIX}, or a hub name")
+    ensure_available(name_or_path)
     check_model_name(model_name, name_or_path)
     cache_only = not local and not _hub_reachable()
     verbosity, bars = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()

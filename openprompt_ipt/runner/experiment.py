@@ -278,6 +278,10 @@ def run_experiment(cfg: Dict, root: str | None = None, output_dir: str | None = 
         raise ValueError(f"train.metric '{cfg['train']['metric']}' is not reported for {task.name}: "
                          f"choose one of {list(task.metrics)}")
     check_label_words(cfg, task.labels)
+    if build is None and not (cfg.get("peer") or {}).get("method"):
+        from ..backbones import ensure_available  # offline without the backbone: one line before the data loads
+
+        ensure_available(cfg["plm"]["model_path"])
     train, dev, test, labels = splits if splits is not None else load_task(cfg, root)
     if build is None and (cfg.get("peer") or {}).get("method"):  # a `peer:` section: Adapter, Compacter, LoRA
         from .peers import build_peer as build
