@@ -99,13 +99,17 @@ def cpu_batches(config):
         InputFeatures.to = real
 
 
-def load_examples(yaml_path: str, data_root: Optional[str]):
-    """Change 5: (train, dev, test, labels) by our task loader, for the YAML's dataset section."""
+def load_examples(yaml_path: str, data_root: Optional[str], config):
+    """Change 5: (train, dev, test, labels) by our task loader, for the YAML's dataset section (with the
+    command line's ``--dataset.path`` / ``--plm.*`` values, so both readers see the same file)."""
     from .runner.config import load_config
     from .runner.experiment import data_root as resolve_root
     from .runner.experiment import data_source, load_task
 
-    cfg = load_config(yaml_path)
+    overrides = [f"plm.{key}={config.plm[key]}" for key in ("model_path", "model_name") if config.plm.get(key)]
+    if config.dataset.get("path"):
+        overrides.append(f"dataset.path={config.dataset.path}")
+    cfg = load_config(yaml_path, overrides)
     root = resolve_root(data_root)
     source = data_source(cfg, root)
     print(source.describe(cfg["dataset"]["name"]))
@@ -173,7 +177,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     fix_device(config)
     fix_truncation(config)
     try:
-        train, dev, test, labels = load_examples(args.config_yaml, data_root)
+        train, dev, test, labels = load_examples(args.config_yaml, data_root, config)
     except (KeyError, ValueError, FileNotFoundError, ImportError) as e:
         print(f"error: {e.args[0] if isinstance(e, KeyError) and e.args else e}", file=sys.stderr)
         return 2

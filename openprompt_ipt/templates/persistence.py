@@ -8,6 +8,8 @@ import json
 import os
 import warnings
 
+import torch
+
 from ..serialization import load_trainable, save_trainable
 
 CONFIG_FILE, WEIGHTS_FILE = "template_config.json", "template.safetensors"
@@ -30,8 +32,8 @@ class TrainedTemplateMixin:
         return [p._version for n, p in self.named_parameters() if p.requires_grad and not n.startswith("raw_embedding")]
 
     def _watch_updates(self) -> None:
-        if not self.training or self.__dict__.get("_update_check_done"):
-            return
+        if not self.training or not torch.is_grad_enabled() or self.__dict__.get("_update_check_done"):
+            return  # only passes that could train count (not a no_grad pass in train mode)
         watch = self.__dict__.setdefault("_update_watch", {"versions": None, "passes": 0})
         if watch["versions"] is None:
             watch["versions"] = self._trainable_versions()
