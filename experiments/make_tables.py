@@ -1,7 +1,8 @@
 """Write one YAML per row x task of the papers' result tables (docs/paper_tables.md).
 
     python experiments/make_tables.py            # (re)writes yamls/ipt_table2, ipt_table3, ipt_table5, idpg_table1
-    python experiments/make_tables.py --check    # exit 1 if a committed file differs from what this script writes
+    python experiments/make_tables.py --check    # exit 1 if a committed file differs from what this script writes,
+                                                 # or a quick YAML naming the papers' setting trains at other rates
 
 Deterministic: the same script writes the same bytes, so the committed YAMLs stay in sync with it
 (tests/test_paper_yamls.py runs --check). Every file names roberta-large, the papers' backbone, with
@@ -442,6 +443,44 @@ def files() -> Dict[str, str]:
     return out
 
 
+# the authors' rates (ipt_train): every YAML outside the table folders that names the papers' setting
+# (backbone roberta-large, frozen) must train its prompts with them, not at the PLM's 1e-5 inside 2000 warmup steps
+PAPER_BACKBONE = "roberta-large"
+PAPER_RATES = {"lr_prompt": 0.03, "warmup_steps": 0, "warmup_ratio": 0.06}
+
+
+def quick_yaml_problems(root: str, generated=()) -> List[str]:
+    """``"<file>: train.<key> is <v>, the authors' rate is <w>"`` for each quick YAML under ``root`` (every
+    folder but the generated tables) that names the papers' backbone with a frozen PLM and another rate.
+    Unset keys take the runner's defaults (train.warmup_steps 0, warmup_ratio 0.06, lr_prompt 3e-3)."""
+    import importlib.util  # the runner's defaults and YAML reader, without importing the package (OpenPrompt, torch)
+
+    spec = importlib.util.spec_from_file_location(
+        "runner_config", os.path.join(os.path.dirname(YAMLS), "openprompt_ipt", "runner", "config.py"))
+    config = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(config)
+    DEFAULTS, load_yaml = config.DEFAULTS, config.load_yaml
+
+    problems = []
+    for folder, dirs, names in sorted(os.walk(root)):
+        rel_folder = os.path.relpath(folder, root)
+        if rel_folder.split(os.sep)[0] in generated:
+            continue
+        for name in sorted(n for n in names if n.endswith(".yaml")):
+            with open(os.path.join(folder, name)) as f:
+                raw = load_yaml(f) or {}
+            plm, train = raw.get("plm") or {}, raw.get("train") or {}
+            frozen = plm.get("freeze", (plm.get("optimize") or {}).get("freeze_para", True))
+            if not isinstance(plm, dict) or plm.get("model_path") != PAPER_BACKBONE or not frozen:
+                continue
+            for key, want in PAPER_RATES.items():
+                have = train.get(key, DEFAULTS["train"][key])
+                if have != want:
+                    path = os.path.normpath(os.path.join(rel_folder, name))
+                    problems.append(f"yamls/{path}: train.{key} is {have}, the authors' rate is {want}")
+    return problems
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--check", action="store_true", help="compare with the files on disk, write nothing")
@@ -459,6 +498,11 @@ def main(argv=None) -> int:
         if stale or extra:
             print(f"{len(stale)} table YAMLs differ from what experiments/make_tables.py writes and {len(extra)} are not "
                   f"written by it (first: yamls/{(stale + extra)[0]}): run python experiments/make_tables.py")
+            return 1
+        problems = quick_yaml_problems(root, {p.split("/")[0] for p in wanted})
+        if problems:
+            print(f"{len(problems)} settings of quick YAMLs naming the papers' setting differ from the authors' rates "
+                  f"(first: {problems[0]}): set them as in yamls/ipt_table2/ (docs/paper_tables.md)")
             return 1
         return 0
     for folder in sorted({p.split("/")[0] for p in wanted}):

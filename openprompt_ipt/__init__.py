@@ -24,9 +24,11 @@ _LAZY = {
     "InstanceWiseTemplate": ".templates",
     "GeneratedPrefixTemplate": ".templates",
     "ClsHeadVerbalizer": ".verbalizers",
+    "load_backbone": ".backbones",  # a backbone by the names the YAMLs accept, as load_plm returns
+    "optimizer_groups": ".param_groups",  # template + verbalizer + PLM groups for a stock optimizer
 }
 
-__all__ = ["GeneratedPrefixTemplate", "InstanceWiseTemplate", "__version__"]
+__all__ = ["GeneratedPrefixTemplate", "InstanceWiseTemplate", "load_backbone", "optimizer_groups", "__version__"]
 
 
 def __getattr__(name):

@@ -95,7 +95,7 @@ def test_openprompt_tutorial_loop_on_cuda(backbones, variant):
         assert torch.allclose(prompt_model(next(iter(loader)).cuda()).cpu(), reference, atol=ATOL)
         assert torch.allclose(prompt_model(next(iter(loader)).cuda().to_dict()).cpu(), reference, atol=ATOL)
     prompt_model.train()
-    optimizers = build_optimizers(prompt_model, 0.01, 0.01)  # README: what the default sparse table wants
+    optimizers = build_optimizers(prompt_model, 0.01, 0.01)  # the runner's optimizers (sparse tables when opted in)
     inputs = next(iter(loader)).cuda()
     loss = F.cross_entropy(prompt_model(inputs), inputs["label"])
     loss.backward()

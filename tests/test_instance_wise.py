@@ -104,7 +104,7 @@ def test_hidden_states_and_logits_trimmed_to_input_positions(plm):
 
 def test_sparse_update_touches_only_looked_up_rows(bert):
     model, tok = bert
-    pm = build(model, tok, strategy="random", prompt_length=4)
+    pm = build(model, tok, strategy="random", prompt_length=4, sparse=True)  # opt-in: the default is dense
     batch = batch_for(pm, tok, examples(2))
     weight = pm.template.generator.table.embedding.weight
     before = weight.detach().clone()

@@ -272,3 +272,180 @@ def test_readme_snippet_runs(bert):
     assert [type(t).__name__ for t in scope["templates"]] == ["InstanceWiseTemplate", "GeneratedPrefixTemplate"]
     assert scope["predictions"].shape == (2,) and torch.isfinite(scope["loss"])
     assert all(p.grad is None for p in model.parameters()), "the frozen PLM received gradients"
+    section = readme[readme.index("## Use it from your OpenPrompt code"):readme.index("<!-- openprompt-native:start -->")]
+    assert 'openprompt_ipt.load_backbone("minilm")' in section and "optimizer_groups" in block.group(1)
+
+
+# ---- OpenPrompt's tutorials as a user runs them: constructors' and optimizers' default arguments (#29) ----
+TUTORIAL_TEMPLATES = {  # only the template's own choice of method; everything else its default
+    "instance_wise_random": ("instance_wise", dict(strategy="random", prompt_length=3)),
+    "instance_wise_pretrained": ("instance_wise", dict(strategy="pretrained", prompt_length=3, pretrained_path=TABLE)),
+    "prefix_ipt_random": ("generated_prefix", dict(generator="ipt_random", prompt_length=3)),
+    "prefix_ipt_pretrained": ("generated_prefix", dict(generator="ipt_pretrained", prompt_length=3,
+                                                       ipt=dict(pretrained_path=TABLE))),
+}
+
+
+def tutorial_model(backbones, variant, verbalizer_cls):
+    """tutorial/0_basic.py and 1.2_soft_verbalizers.py: load_plm, our template, freeze_plm=False."""
+    from openprompt.prompts import ManualVerbalizer, SoftVerbalizer
+
+    from openprompt_ipt import GeneratedPrefixTemplate, InstanceWiseTemplate
+
+    model_path, table = backbones["bert"]
+    torch.manual_seed(0)
+    plm, tokenizer, _, wrapper_class = load_plm("bert", model_path)
+    name, section = TUTORIAL_TEMPLATES[variant]
+    cls = {"instance_wise": InstanceWiseTemplate, "generated_prefix": GeneratedPrefixTemplate}[name]
+    template = cls(model=plm, tokenizer=tokenizer, text=TEXT, **resolve(section, table))
+    if verbalizer_cls is SoftVerbalizer:
+        verbalizer = SoftVerbalizer(tokenizer, plm, num_classes=2)
+    else:
+        verbalizer = ManualVerbalizer(tokenizer, num_classes=2, label_words=LABEL_WORDS)
+    prompt_model = PromptForClassification(plm=plm, template=template, verbalizer=verbalizer, freeze_plm=False)
+    loader = tutorial_loader(examples(4), template, tokenizer, wrapper_class)
+    return prompt_model, template, loader
+
+
+def template_weights(template):
+    return {n: p.detach().clone() for n, p in template.named_parameters()
+            if p.requires_grad and not n.startswith("raw_embedding")}
+
+
+@pytest.mark.parametrize("variant", list(TUTORIAL_TEMPLATES))
+def test_tutorial_0_loop_with_default_arguments(backbones, variant):
+    """tutorial/0_basic.py: torch.optim.AdamW over every named parameter (decay groups as the tutorial),
+    plus the gradient clipping of OpenPrompt's trainer. A sparse default table crashed here
+    ("Adam does not support sparse gradients")."""
+    from openprompt.prompts import ManualVerbalizer
+
+    prompt_model, template, loader = tutorial_model(backbones, variant, ManualVerbalizer)
+    no_decay = ["bias", "LayerNorm.weight"]
+    groups = [{"params": [p for n, p in prompt_model.named_parameters() if not any(nd in n for nd in no_decay)],
+               "weight_decay": 0.01},
+              {"params": [p for n, p in prompt_model.named_parameters() if any(nd in n for nd in no_decay)],
+               "weight_decay": 0.0}]
+    optimizer = torch.optim.AdamW(groups, lr=1e-4)
+    before = template_weights(template)
+    loss_func = torch.nn.CrossEntropyLoss()
+    for _ in range(2):
+        for inputs in loader:
+            loss = loss_func(prompt_model(inputs), inputs["label"])
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(prompt_model.parameters(), 1.0)  # OpenPrompt's trainer
+            optimizer.step()
+            optimizer.zero_grad()
+    assert torch.isfinite(loss)
+    after = template_weights(template)
+    assert any(not torch.equal(before[n], after[n]) for n in before), "the template did not train"
+
+
+@pytest.mark.parametrize("variant", ["instance_wise_random", "prefix_ipt_random"])
+def test_tutorial_1_2_optimizers_leave_the_template_untrained_and_say_so(backbones, variant):
+    """tutorial/1.2_soft_verbalizers.py builds its optimizers from the PLM and the verbalizer only: our
+    template then stays as made, which the warning says at ``prompt_model.eval()``; with
+    ``openprompt_ipt.optimizer_groups`` the same loop trains the template and nothing is said."""
+    import warnings
+
+    from openprompt.prompts import SoftVerbalizer
+
+    from openprompt_ipt import optimizer_groups
+    from openprompt_ipt.templates.persistence import TemplateNotTrainedWarning
+
+    def run(extra_groups):
+        prompt_model, template, loader = tutorial_model(backbones, variant, SoftVerbalizer)
+        no_decay = ["bias", "LayerNorm.weight"]
+        plm_groups = [
+            {"params": [p for n, p in prompt_model.plm.named_parameters() if not any(nd in n for nd in no_decay)],
+             "weight_decay": 0.01},
+            {"params": [p for n, p in prompt_model.plm.named_parameters() if any(nd in n for nd in no_decay)],
+             "weight_decay": 0.0}]
+        optimizer1 = torch.optim.AdamW(plm_groups, lr=3e-5)
+        optimizer2 = torch.optim.AdamW([{"params": prompt_model.verbalizer.group_parameters_1, "lr": 3e-5},
+                                        {"params": prompt_model.verbalizer.group_parameters_2, "lr": 3e-4}])
+        optimizers = [optimizer1, optimizer2] + ([torch.optim.AdamW(extra_groups(prompt_model))] if extra_groups else [])
+        before = template_weights(template)
+        for inputs in loader:
+            loss = torch.nn.CrossEntropyLoss()(prompt_model(inputs), inputs["label"])
+            loss.backward()
+            for opt in optimizers:
+                opt.step()
+                opt.zero_grad()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            prompt_model.eval()
+        said = [w for w in caught if issubclass(w.category, TemplateNotTrainedWarning)]
+        changed = any(not torch.equal(before[n], p) for n, p in template_weights(template).items())
+        return said, changed
+
+    said, changed = run(None)
+    assert not changed and len(said) == 1 and "optimizer_groups" in str(said[0].message)
+    # only the template's group: the tutorial's own optimizers keep the PLM and the verbalizer
+    said, changed = run(lambda m: [g for g in optimizer_groups(m) if g["name"] == "template"])
+    assert changed and not said
+
+
+def test_optimizer_groups_cover_each_trainable_parameter_once(backbones):
+    from openprompt.prompts import SoftVerbalizer
+
+    from openprompt_ipt import optimizer_groups
+
+    prompt_model, template, _ = tutorial_model(backbones, "prefix_ipt_random", SoftVerbalizer)
+    groups = optimizer_groups(prompt_model, lr_template=0.03, lr_verbalizer=1e-3, lr_plm=1e-5)
+    assert [(g["name"], g["lr"]) for g in groups] == [("plm", 1e-5), ("template", 0.03), ("verbalizer", 1e-3)]
+    listed = [id(p) for g in groups for p in g["params"]]
+    assert len(listed) == len(set(listed))  # raw_embedding is the PLM's embedding: listed once, with the PLM
+    assert set(listed) == {id(p) for p in prompt_model.parameters() if p.requires_grad}
+    frozen = PromptForClassification(prompt_model.plm, template, prompt_model.verbalizer, freeze_plm=True)
+    assert [g["name"] for g in optimizer_groups(frozen)] == ["template", "verbalizer"]
+    from openprompt_ipt.generators import use_sparse_rows
+
+    use_sparse_rows(template)
+    with pytest.raises(ValueError, match="sparse=False"):
+        optimizer_groups(frozen)
+
+
+def test_template_that_never_updates_warns_after_many_training_passes(bert):
+    import warnings
+
+    from openprompt_ipt.templates import persistence
+    from openprompt_ipt.templates.persistence import TemplateNotTrainedWarning
+    from helpers import batch_for, build, clone
+
+    model, tok = bert
+    prompt_model = build(model, tok, strategy="random", prompt_length=2)
+    batch = batch_for(prompt_model, tok, examples(2))
+    prompt_model.train()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(persistence.UNUPDATED_PASSES):
+            prompt_model(clone(batch))  # process_batch replaces input_ids by inputs_embeds in the batch
+    assert [w for w in caught if issubclass(w.category, TemplateNotTrainedWarning)]
+
+
+@pytest.mark.parametrize("template_name,section,where", [
+    ("instance_wise", dict(strategy="random", prompt_length=3), None),
+    ("generated_prefix", dict(generator="ipt_random", prompt_length=3), "ipt")])
+def test_runner_keeps_sparse_rows_unless_the_yaml_says_otherwise(backbones, template_name, section, where):
+    """The classes default to dense tables; our runner still trains them with sparse row updates (its
+    results do not change), and a YAML's explicit ``sparse: false`` wins; the saved config stays dense."""
+    model_path, _ = backbones["bert"]
+
+    def tables(explicit):
+        sec = dict(section)
+        if explicit is not None:
+            if where:
+                sec[where] = {"sparse": explicit}
+            else:
+                sec["sparse"] = explicit
+        prompt_model, _, _ = build_model(runner_config(model_path, template_name, sec, "soft_verbalizer"),
+                                         examples(2), 2, ["yes", "no"])
+        embeddings = [m.embedding for m in prompt_model.template.modules() if type(m).__name__ == "VocabPromptTable"]
+        assert embeddings
+        return [e.sparse for e in embeddings], prompt_model.template
+
+    flags, template = tables(None)
+    assert all(flags)
+    saved = template.init_config if where is None else template.init_config.get(where) or {}
+    assert not saved.get("sparse", False)
+    assert not any(tables(False)[0])

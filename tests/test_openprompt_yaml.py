@@ -248,7 +248,7 @@ def test_openprompt_cb_config_maps_key_by_key(tmp_path):
     open(cpu, "w").write(OPENPROMPT_CB.replace("num_gpus: 1", "num_gpus: 0"))
     cfg = load_config(cpu, ["reproduce.seed=7"])  # --set works on OpenPrompt's keys
     assert cfg["dataset"]["name"] == "cb" and cfg["dataset"]["path"] is None
-    assert cfg["plm"] == {"model_path": "bert-large-cased", "freeze": True, "max_seq_length": 384,
+    assert cfg["plm"] == {"model_path": "bert-large-cased", "model_name": "bert", "freeze": True, "max_seq_length": 384,
                           "frozen_dropout": True}  # OpenPrompt's cli freezes without plm_eval_mode: dropout stays on
     t = cfg["train"]
     assert t["max_steps"] == 30000 and t["batch_size"] == 8 and t["max_grad_norm"] == 1.0

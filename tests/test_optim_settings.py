@@ -127,7 +127,7 @@ def test_clipping_norm_is_global_over_dense_and_sparse_gradients():
 
 def test_trainer_clips_the_sparse_table_gradient_with_the_rest(bert, monkeypatch):
     model, tok = bert
-    pm = build(model, tok, strategy="random", prompt_length=4)
+    pm = build(model, tok, strategy="random", prompt_length=4, sparse=True)  # what our runner picks
     loader = loader_for(pm, tok, examples(8), 4)
     seen, step = [], RowSparseAdam.step
 

@@ -244,3 +244,20 @@ def test_param_counts_and_table_yamls_agree_on_what_each_idpg_row_is():
             assert section[sub][key] == value, (row, key)
     cls = [c for n, _, c, _ in counts.PAPER_ROWS if n == "P-tuning v2"][0]
     assert "injection=hidden" in counts.configuration(cls, rows["P-tuning v2"])  # the printed label says it
+
+
+def test_check_covers_the_quick_yamls_that_name_the_papers_setting(tmp_path):
+    """#29: yamls/cb_prefix_ipt.yaml (the design card's) trained prompts at the PLM's 1e-5 inside 2000
+    warmup steps; --check now holds every roberta-large YAML outside the tables to the authors' rates."""
+    import shutil
+    for folder in TABLES:
+        shutil.copytree(os.path.join(ROOT, "yamls", folder), tmp_path / folder)
+    shutil.copy(os.path.join(ROOT, "yamls", "cb_prefix_ipt.yaml"), tmp_path / "cb_prefix_ipt.yaml")
+    shutil.copy(os.path.join(ROOT, "yamls", "quickstart.yaml"), tmp_path / "quickstart.yaml")  # minilm: not checked
+    check = [sys.executable, MAKE_TABLES, "--check", "--yamls", str(tmp_path)]
+    assert subprocess.run(check, capture_output=True, text=True).returncode == 0
+    card = tmp_path / "cb_prefix_ipt.yaml"
+    card.write_text(card.read_text().replace("lr_prompt: 0.03 ", "lr_prompt: 0.00001 "))
+    proc = subprocess.run(check, capture_output=True, text=True)
+    assert proc.returncode == 1 and proc.stdout.count("\n") == 1
+    assert "yamls/cb_prefix_ipt.yaml: train.lr_prompt is 1e-05, the authors' rate is 0.03" in proc.stdout

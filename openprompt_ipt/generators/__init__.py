@@ -7,10 +7,10 @@ from .phm import PHMLinear
 from .prefix import PrefixConfig, PrefixGenerator
 from .registry import GENERATORS
 from .strategies import STRATEGIES, EncoderIPT, InstancePromptGenerator, PretrainedIPT, RandomIPT
-from .vocab_table import VocabPromptTable, load_table, save_table, tokenizer_fingerprint
+from .vocab_table import VocabPromptTable, load_table, save_table, tokenizer_fingerprint, use_sparse_rows
 
 __all__ = ["ENCODER_BODIES", "EncoderConfig", "PromptEncoder", "IDPGConfig", "IDPGGenerator", "IPTPrefixConfig",
            "IPTPrefixGenerator", "GeneratorContext", "InstanceInputs", "LayerPromptGenerator", "PHMLinear",
            "PrefixConfig", "PrefixGenerator", "GENERATORS", "STRATEGIES", "EncoderIPT", "InstancePromptGenerator",
            "PretrainedIPT", "RandomIPT", "VocabPromptTable", "load_table", "save_table",
-           "tokenizer_fingerprint"]
+           "tokenizer_fingerprint", "use_sparse_rows"]

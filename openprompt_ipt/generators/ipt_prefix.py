@@ -37,7 +37,7 @@ class IPTPrefixConfig:
     table_dim: Optional[int] = None
     vocab_rows: Optional[List[int]] = None
     init_std: Optional[float] = None
-    sparse: bool = True
+    sparse: bool = False
     pretrained_path: Optional[str] = None
     encoder: str = "textcnn"
     encoder_hidden: int = 128

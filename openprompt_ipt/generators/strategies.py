@@ -38,7 +38,7 @@ class InstancePromptGenerator(nn.Module):
 class RandomIPT(InstancePromptGenerator):
     def __init__(self, vocab_size: int, hidden_size: int, prompt_length: int, token_source: str = "content",
                  pad_token_id: int = 0, table_dim: Optional[int] = None, vocab_rows=None,
-                 init_std: float = 0.02, sparse: bool = True, weight: Optional[torch.Tensor] = None):
+                 init_std: float = 0.02, sparse: bool = False, weight: Optional[torch.Tensor] = None):
         super().__init__(prompt_length, token_source, pad_token_id)
         self.table = VocabPromptTable(vocab_size, hidden_size, dim=table_dim, rows=vocab_rows,
                                       init_std=init_std, sparse=sparse, weight=weight)

@@ -4,7 +4,9 @@ A table row per vocabulary id (plus one learned *pad* row used where an example 
 tokens). Two budget knobs keep it near the paper's 0.5-1.5 % of the PLM instead of a full
 vocab x hidden table: ``dim`` smaller than the PLM hidden size (a learned up-projection follows),
 and ``rows`` restricting the table to the ids a task actually uses (all other ids share one row).
-The embedding is ``sparse``: a step's gradient and optimizer update touch only looked-up rows.
+The embedding is dense by default (a stock ``torch.optim.AdamW`` and gradient clipping work). With
+``sparse=True`` (opt-in; our runner picks it, ``use_sparse_rows``) a step's gradient and optimizer update
+touch only looked-up rows, which needs a sparse-aware optimizer (``training.build_optimizers``).
 """
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ TABLE_TENSOR = "embedding"  # tensor name inside an exported table file
 
 class VocabPromptTable(nn.Module):
     def __init__(self, vocab_size: int, output_dim: int, dim: Optional[int] = None,
-                 rows: Optional[Sequence[int]] = None, init_std: float = 0.02, sparse: bool = True,
+                 rows: Optional[Sequence[int]] = None, init_std: float = 0.02, sparse: bool = False,
                  weight: Optional[torch.Tensor] = None):
         super().__init__()
         dim = dim or output_dim
@@ -64,6 +66,17 @@ class VocabPromptTable(nn.Module):
         rows = ids if self.rows is None else self.row_of[ids]
         out = self.embedding(rows)
         return self.project(out) if self.project is not None else out
+
+
+def use_sparse_rows(module: nn.Module) -> int:
+    """Switch every vocab table inside ``module`` to sparse row gradients (what our runner trains with:
+    ``RowSparseAdam`` keeps state for looked-up rows only); returns how many tables it switched.
+    ``nn.Embedding.sparse`` is read at each forward, so this works after construction; the template's
+    saved config keeps the constructor's (dense) default, so a saved template reloads for a stock optimizer."""
+    tables = [m for m in module.modules() if isinstance(m, VocabPromptTable)]
+    for table in tables:
+        table.embedding.sparse = True
+    return len(tables)
 
 
 def tokenizer_fingerprint(tokenizer) -> str:

@@ -23,7 +23,8 @@ DEFAULTS: Dict = {
                 # your own data: columns, labels, files, encoding (data/custom.py). skip_bad_rows (any task):
                 # skip rows with a null / number / empty text or a wrong field count, and say how many
                 "columns": None, "labels": None, "files": None, "skip_bad_rows": False, "encoding": "utf-8"},
-    "plm": {"model_path": "minilm", "freeze": True, "max_seq_length": 256, "frozen_dropout": False},
+    # model_name (optional, OpenPrompt's plm.model_name): must match the checkpoint's model_type
+    "plm": {"model_path": "minilm", "model_name": None, "freeze": True, "max_seq_length": 256, "frozen_dropout": False},
     "template": "instance_wise",
     "verbalizer": "soft_verbalizer",
     "train": {"epochs": 10, "batch_size": 16, "lr_prompt": 3e-3, "lr_head": 1e-3, "lr_plm": 1e-5,
@@ -221,6 +222,9 @@ def load_config(path: str, overrides: Iterable[str] = (), notes: List[str] | Non
     from ..data.custom import normalise
 
     normalise(config)
+    from ..backbones import check_model_name  # a local checkpoint's config.json is read here; a hub one at load
+
+    check_model_name(config["plm"]["model_name"], config["plm"]["model_path"])
     check_sweep(config, sweep)
     config["sweep"] = sweep
     return config

@@ -177,7 +177,7 @@ def build_model(cfg: Dict, train_examples, num_classes: int, labels: Sequence[st
     from .plm import load_backbone
 
     check_label_words(cfg, labels if labels is not None else [str(i) for i in range(num_classes)])
-    model, tokenizer, wrapper_class = load_backbone(cfg["plm"]["model_path"])
+    model, tokenizer, wrapper_class = load_backbone(cfg["plm"]["model_path"], cfg["plm"].get("model_name"))
     section = dict(cfg.get(cfg["template"]) or {})
     if cfg["train"].get("vocab_rows") == "seen":  # restrict vocab tables to ids the training text uses
         if cfg["template"] == "instance_wise":
@@ -188,6 +188,9 @@ def build_model(cfg: Dict, train_examples, num_classes: int, labels: Sequence[st
     node = CfgNode({"template": cfg["template"], cfg["template"]: section,
                     "verbalizer": cfg["verbalizer"], cfg["verbalizer"]: verb_section}, new_allowed=True)
     template = load_template(node, model=model, tokenizer=tokenizer)
+    if "sparse" not in section and "sparse" not in (section.get("ipt") or {}):
+        from ..generators.vocab_table import use_sparse_rows  # the runner's own default: sparse row updates
+        use_sparse_rows(template)
     verbalizer = load_verbalizer(node, model=model, tokenizer=tokenizer)
     from openprompt.prompts import SoftVerbalizer
 
@@ -276,6 +279,10 @@ def run_experiment(cfg: Dict, root: str | None = None, output_dir: str | None = 
         raise ValueError(f"train.metric '{cfg['train']['metric']}' is not reported for {task.name}: "
                          f"choose one of {list(task.metrics)}")
     check_label_words(cfg, task.labels)
+    if build is None and not (cfg.get("peer") or {}).get("method"):
+        from ..backbones import ensure_available  # offline without the backbone: one line before the data loads
+
+        ensure_available(cfg["plm"]["model_path"])
     train, dev, test, labels = splits if splits is not None else load_task(cfg, root)
     if build is None and (cfg.get("peer") or {}).get("method"):  # a `peer:` section: Adapter, Compacter, LoRA
         from .peers import build_peer as build

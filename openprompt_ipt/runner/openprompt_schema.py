@@ -48,7 +48,8 @@ def _value(op_key: str, value, ours=None):
 def looks_like_openprompt(raw: Dict) -> bool:
     plm, train = raw.get("plm"), raw.get("train")
     return (bool(OPENPROMPT_SECTIONS & set(raw))
-            or (isinstance(plm, dict) and bool({"model_name", "optimize", "specials_to_add"} & set(plm)))
+            # not plm.model_name alone: our schema has it too (checked against the checkpoint)
+            or (isinstance(plm, dict) and bool({"optimize", "specials_to_add"} & set(plm)))
             or (isinstance(train, dict) and bool({"num_epochs", "num_training_steps"} & set(train))))
 
 
@@ -171,6 +172,8 @@ def to_ours(raw: Dict, base_dir: str = ".", gpus: Optional[int] = None) -> Tuple
     if model_name is not None and str(model_name).lower() not in MLM_MODELS:
         raise OpenPromptKeyError(f"plm.model_name: {model_name} is not a masked LM: our templates feed encoder "
                                  f"classifiers (supported: {list(MLM_MODELS)}); T5 / GPT generation is not supported")
+    if model_name is not None:
+        out["plm"]["model_name"] = str(model_name).lower()  # checked against the checkpoint's model_type
     if plm.get("model_path"):
         out["plm"]["model_path"] = plm["model_path"]
     elif "model_path" in plm:  # written but empty (absent: our default backbone)
@@ -199,7 +202,7 @@ def to_ours(raw: Dict, base_dir: str = ".", gpus: Optional[int] = None) -> Tuple
         if isinstance(sched, dict) and sched.get("num_warmup_steps") is not None:
             out["train"]["warmup_steps"] = _value("plm.optimize.scheduler.num_warmup_steps", sched["num_warmup_steps"],
                                                   "train.warmup_steps")
-    take_ours("plm", plm, ("model_path",))
+    take_ours("plm", plm, ("model_path", "model_name"))
     # ---- dataloader
     dl = _section(raw, "dataloader")
     _refuse_unknown(dl, "dataloader", ("max_seq_length", "decoder_max_length", "truncate_method", "decode_from_pad"))

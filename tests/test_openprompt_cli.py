@@ -1,0 +1,43 @@
+"""``python -m openprompt_ipt.cli``: OpenPrompt's experiments/cli.py command line and an unchanged
+yamls/openprompt/ file, trained by OpenPrompt's own ClassificationRunner on a tiny BERT, on the CPU
+although the command line asks for a GPU (#29). No network: HF_HUB_OFFLINE=1."""
+import os
+import subprocess
+import sys
+
+import pytest
+
+from test_predict_and_runs import tiny_model_dir  # noqa: F401  (fixture)
+from test_tasks import write_task
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+YAML = os.path.join(ROOT, "yamls", "openprompt", "cb_instance_wise.yaml")
+
+
+def test_openprompt_command_line_runs_our_yaml_on_the_cpu(tiny_model_dir, tmp_path):
+    write_task(tmp_path / "assets", "cb")
+    logs = tmp_path / "logs"  # does not exist: OpenPrompt's script refuses that
+    cmd = [sys.executable, "-m", "openprompt_ipt.cli", "--config_yaml", YAML, "--data-root", str(tmp_path / "assets"),
+           "--plm.model_path", tiny_model_dir, "--train.num_epochs", "1", "--environment.num_gpus", "1",
+           "--logging.path_base", str(logs), "--dataloader.max_seq_length", "24"]  # truncates: head would crash
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": ROOT, "CUDA_VISIBLE_DEVICES": ""}
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=str(tmp_path), env=env, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    assert "num_gpus 1 but no CUDA GPU here: running on the CPU" in proc.stdout
+    assert "dataloader.truncate_method head: truncating 'balanced'" in proc.stdout
+    assert f"data: cb from {tmp_path / 'assets' / 'superglue' / 'CB'}" in proc.stdout
+    run_dir = proc.stdout.strip().splitlines()[-1].split("run directory: ")[1]
+    log = open(os.path.join(run_dir, "log.txt")).read()
+    assert "test Performance" in log or "test Performance" in proc.stderr  # OpenPrompt's runner evaluated
+    assert os.path.isdir(os.path.join(run_dir, "checkpoints"))
+
+
+def test_openprompt_command_line_refuses_a_mismatched_model_name_in_one_line(tiny_model_dir, tmp_path):
+    cmd = [sys.executable, "-m", "openprompt_ipt.cli", "--config_yaml", YAML, "--data-root", str(tmp_path),
+           "--plm.model_name", "roberta", "--plm.model_path", tiny_model_dir, "--logging.path_base", str(tmp_path)]
+    write_task(tmp_path, "cb")
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": ROOT}
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=str(tmp_path), env=env, timeout=600)
+    errors = [line for line in proc.stderr.splitlines() if "error" in line.lower() or "Traceback" in line]
+    assert proc.returncode == 2 and len(errors) == 1
+    assert "plm.model_name 'roberta' does not match" in errors[0]
