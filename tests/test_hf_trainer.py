@@ -1,0 +1,238 @@
+"""The 🤗 Transformers door (openprompt_ipt.hf) under the real ``Trainer`` as constructed by default, on tiny
+BERT and RoBERTa sequence classifiers, for every method it covers: the loss falls, only the prompt, its
+generator and the head change, the backbone stays bit-identical, save_pretrained -> from_pretrained gives the
+same logits, and for the same weights the hidden states equal those of the OpenPrompt template path."""
+import copy
+
+import pytest
+import torch
+
+from conftest import WORDS
+from helpers import TEXT, clone, examples, loader_for
+from openprompt_ipt.hf import InstancePromptConfig, InstancePromptModel, get_instance_prompt_model, instance_tokens
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def _glove(tmp_path):
+    path = tmp_path / "glove.8d.txt"
+    gen = torch.Generator().manual_seed(0)
+    path.write_text("".join(w + " " + " ".join(f"{v:.4f}" for v in torch.randn(8, generator=gen).tolist()) + "\n"
+                            for w in WORDS))
+    return str(path)
+
+
+def _table(tmp_path, model):
+    from openprompt_ipt.generators import save_table
+
+    path = str(tmp_path / "table.safetensors")
+    save_table(path, torch.randn(*model.get_input_embeddings().weight.shape) * 0.02, {"tokenizer": "tiny"})
+    return path
+
+
+# every method the door covers, with small generators; "{table}" / "{glove}" are files the test writes
+CASES = {
+    "prompt_tuning": dict(method="prompt_tuning", prompt_length=4),
+    "ipt-random": dict(method="ipt", prompt_length=3, task_prompt_length=2),
+    "ipt-pretrained": dict(method="ipt", strategy="pretrained", prompt_length=3, options={"pretrained_path": "{table}"}),
+    "ipt-encoder": dict(method="ipt", strategy="encoder", prompt_length=3, options={"encoder": "mlp", "encoder_hidden": 8}),
+    "prefix_tuning": dict(method="prefix_tuning", prompt_length=3, options={"reparam_hidden": 8}),
+    "p_tuning_v2-kv": dict(method="p_tuning_v2", prompt_length=3),
+    "p_tuning_v2-hidden": dict(method="p_tuning_v2", injection="hidden", prompt_length=3),
+    "prefix_ipt-random": dict(method="prefix_ipt", prompt_length=3, options={"projection_hidden": 8}),
+    "prefix_ipt-pretrained": dict(method="prefix_ipt", strategy="pretrained", prompt_length=3,
+                                  options={"pretrained_path": "{table}", "projection_hidden": 8}),
+    "prefix_ipt-encoder": dict(method="prefix_ipt", strategy="encoder", prompt_length=3,
+                               options={"encoder": "textcnn", "encoder_hidden": 8, "projection_hidden": 8}),
+    "s_idpg-dnn-cls": dict(method="s_idpg", prompt_length=3, options={"layer": "dnn", "hidden": 8}),
+    "s_idpg-phm-static": dict(method="s_idpg", prompt_length=3, options={"layer": "phm", "phm_n": 4, "hidden": 8,
+                                                                         "encoder": "static_mean"}),
+    "m_idpg-phm-cls": dict(method="m_idpg", prompt_length=3, options={"layer": "phm", "phm_n": 4, "hidden": 8}),
+    "m_idpg-dnn-glove": dict(method="m_idpg", prompt_length=3, options={"layer": "dnn", "hidden": 8,
+                                                                        "encoder": "glove", "glove_path": "{glove}"}),
+    "m_idpg-dnn-static-kv": dict(method="m_idpg", injection="kv", prompt_length=3,
+                                 options={"layer": "dnn", "hidden": 8, "encoder": "static_mean"}),
+}
+TRAINED = ("generator.", "task_prompt", "base_model.classifier.")
+
+
+def config_for(case, tmp_path, model):
+    kw = copy.deepcopy(CASES[case])
+    for key, value in kw.get("options", {}).items():
+        if value == "{table}":
+            kw["options"][key] = _table(tmp_path, model)
+        elif value == "{glove}":
+            kw["options"][key] = _glove(tmp_path)
+    return InstancePromptConfig(**kw)
+
+
+def classifier_from(mlm, num_labels=2, initializer_range=None):
+    """A sequence classifier of the masked LM's family and size: with the masked LM's backbone weights (its head
+    and pooler fresh), or all fresh at ``initializer_range``. At the default 0.02 a tiny random encoder gives
+    every sentence nearly the same [CLS] state (std 0.002 across examples), so nothing can learn from it."""
+    from transformers import AutoModelForSequenceClassification
+
+    cfg = copy.deepcopy(mlm.config)
+    cfg.num_labels = num_labels
+    if initializer_range is not None:
+        cfg.initializer_range = initializer_range
+    torch.manual_seed(1)
+    model = AutoModelForSequenceClassification.from_config(cfg)
+    if initializer_range is None:
+        missing, unexpected = model.base_model.load_state_dict(mlm.base_model.state_dict(), strict=False)
+        assert not unexpected and all(k.startswith("pooler") for k in missing)
+    return model.eval()
+
+
+POSITIVE = ["the movie was great", "a good film", "great music is art", "she said it was good", "good dog",
+            "the film was great and good", "great world", "we think it is good"]
+NEGATIVE = ["the movie was terrible", "a bad film", "terrible music", "he said it was bad", "bad cat",
+            "the film was terrible and bad", "slow and bad", "they think it is terrible"]
+
+
+def dataset(tok):
+    from datasets import Dataset
+
+    ds = Dataset.from_dict({"text": POSITIVE + NEGATIVE, "label": [1] * len(POSITIVE) + [0] * len(NEGATIVE)})
+    return ds.map(lambda b: tok(b["text"], return_special_tokens_mask=True), batched=True)
+
+
+def trainer_for(model, tok, ds, out_dir, **args):
+    from transformers import DataCollatorWithPadding, Trainer, TrainingArguments
+
+    args = TrainingArguments(output_dir=str(out_dir), report_to="none", use_cpu=True, disable_tqdm=True,
+                             **{"num_train_epochs": 15, "per_device_train_batch_size": 4, "learning_rate": 1e-2, **args})
+    return Trainer(model=model, args=args, train_dataset=ds, eval_dataset=ds, data_collator=DataCollatorWithPadding(tok))
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_trainer_trains_only_the_prompt_and_head_and_reloads(plm, case, tmp_path):
+    mlm, tok = plm
+    base = classifier_from(mlm, initializer_range=0.2)
+    fresh = copy.deepcopy(base)
+    model = get_instance_prompt_model(base, config_for(case, tmp_path, mlm), tokenizer=tok)
+    trainable = [n for n, p in model.named_parameters() if p.requires_grad]
+    assert trainable and all(n.startswith(TRAINED) for n in trainable), trainable
+    assert any(n.startswith(("generator.", "task_prompt")) for n in trainable)
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    ds = dataset(tok)
+    trainer = trainer_for(model, tok, ds, tmp_path / "run")
+    loss0 = trainer.evaluate()["eval_loss"]
+    trainer.train()
+    loss1 = trainer.evaluate()["eval_loss"]
+    assert loss1 < loss0 - 0.03, (loss0, loss1)
+    changed = {n for n, p in model.named_parameters() if not torch.equal(p.detach(), before[n])}
+    assert changed <= set(trainable)
+    assert any(n.startswith(("generator.", "task_prompt")) for n in changed), changed
+    assert any(n.startswith("base_model.classifier.") for n in changed)
+    for n, p in model.named_parameters():  # the frozen backbone: bit-identical
+        if not p.requires_grad:
+            assert torch.equal(p, before[n]), n
+
+    model.save_pretrained(str(tmp_path / "saved"))
+    loaded = InstancePromptModel.from_pretrained(fresh, str(tmp_path / "saved"), tokenizer=tok).eval()
+    batch = tok(POSITIVE[:3] + NEGATIVE[:3], padding=True, return_tensors="pt", return_special_tokens_mask=True)
+    model.eval()
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(**batch).logits, model(**batch).logits, rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_same_weights_same_hidden_states_as_the_template_path(plm, case, tmp_path):
+    """The OpenPrompt door (template + PromptModel on the masked LM) and the 🤗 door (on a classifier with the
+    same backbone) read the same tokens and, with the same prompt weights, give the same hidden states."""
+    import openprompt_ipt
+    from openprompt import PromptModel
+
+    mlm, tok = plm
+    config = config_for(case, tmp_path, mlm)
+    name, kwargs = config.template_arguments()
+    template = getattr(openprompt_ipt, name)(mlm, tok, text=TEXT, **kwargs)
+    prompt_model = PromptModel(mlm, template, freeze_plm=True, plm_eval_mode=True).eval()
+    ours = get_instance_prompt_model(classifier_from(mlm), config, tokenizer=tok).eval()
+    missing, unexpected = ours.load_state_dict(template.state_dict(), strict=False)
+    assert not unexpected or all(k.startswith(("raw_embedding", "soft_embedding")) for k in unexpected)
+    assert not [k for k in missing if k.startswith(("generator", "task_prompt"))]
+
+    batch = next(iter(loader_for(prompt_model, tok, examples(4), 4)))
+    flag = "text_part_ids" if name == "GeneratedPrefixTemplate" else "instance_token_ids"
+    own = batch[flag] > 0
+    inputs = dict(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
+                  special_tokens_mask=(~own).long())  # the tokens the template reads as the example's own
+    if "token_type_ids" in batch and batch["token_type_ids"] is not None:
+        inputs["token_type_ids"] = batch["token_type_ids"]
+    with torch.no_grad():
+        theirs = prompt_model(clone(batch)).hidden_states
+        mine = ours(**inputs, output_hidden_states=True).hidden_states
+    assert len(theirs) == len(mine)
+    for a, b in zip(theirs, mine):
+        torch.testing.assert_close(b, a, rtol=0, atol=1e-5)
+
+
+def test_instance_tokens_from_the_tokenizer_output(plm):
+    """Pairs: text_a -> part 1, text_b -> part 2 for BERT's [SEP] and RoBERTa's </s></s>; without the
+    special-tokens mask the tokenizer's special ids give the same tokens."""
+    _, tok = plm
+    enc = tok(["the cat sat", "a dog"], ["is it good", "yes"], padding=True, return_tensors="pt",
+              return_special_tokens_mask=True)
+    content, parts = instance_tokens(enc["input_ids"], enc["attention_mask"], enc["special_tokens_mask"])
+    words = lambda row, part: tok.decode(enc["input_ids"][row][parts[row] == part]).split()  # noqa: E731
+    assert words(0, 1) == ["the", "cat", "sat"] and words(0, 2) == ["is", "it", "good"]
+    assert words(1, 1) == ["a", "dog"] and words(1, 2) == ["yes"]
+    special = torch.tensor(tok.all_special_ids)
+    again, parts2 = instance_tokens(enc["input_ids"], enc["attention_mask"], special_ids=special)
+    assert torch.equal(again, content) and torch.equal(parts2, parts)
+
+
+# ---- bad input: one line each ----------------------------------------------------------------------
+def _one_line(excinfo):
+    assert "\n" not in str(excinfo.value)
+    return str(excinfo.value)
+
+
+def test_unsupported_architecture_names_the_supported_families(bert):
+    from transformers import GPT2Config, GPT2ForSequenceClassification
+
+    _, tok = bert
+    gpt = GPT2ForSequenceClassification(GPT2Config(n_layer=1, n_embd=16, n_head=2, vocab_size=50))
+    with pytest.raises(ValueError, match=r"unsupported architecture 'gpt2'.*bert, roberta") as e:
+        get_instance_prompt_model(gpt, InstancePromptConfig("prompt_tuning"), tokenizer=tok)
+    _one_line(e)
+
+
+@pytest.mark.parametrize("method", ["ipt", "m_idpg"])
+def test_prompt_longer_than_the_models_positions(bert, method):
+    mlm, tok = bert
+    with pytest.raises(ValueError, match="no room under the model's 128 positions") as e:
+        get_instance_prompt_model(classifier_from(mlm), InstancePromptConfig(method, prompt_length=200), tokenizer=tok)
+    _one_line(e)
+
+
+def test_saved_directory_for_another_base_model_or_method(plm, bert, tmp_path):
+    mlm, tok = bert
+    model = get_instance_prompt_model(classifier_from(mlm), InstancePromptConfig("p_tuning_v2", prompt_length=2),
+                                      tokenizer=tok)
+    model.save_pretrained(str(tmp_path / "p"))
+    with pytest.raises(ValueError, match="holds a 'p_tuning_v2' prompt, not 'm_idpg'") as e:
+        InstancePromptModel.from_pretrained(classifier_from(mlm), str(tmp_path / "p"), tokenizer=tok, method="m_idpg")
+    _one_line(e)
+    with pytest.raises(ValueError, match="saved for another base model") as e:
+        InstancePromptModel.from_pretrained(classifier_from(mlm, num_labels=3), str(tmp_path / "p"), tokenizer=tok)
+    _one_line(e)
+    other, other_tok = plm
+    if other.config.model_type != "bert":
+        with pytest.raises(ValueError, match="saved for another base model") as e:
+            InstancePromptModel.from_pretrained(classifier_from(other), str(tmp_path / "p"), tokenizer=other_tok)
+        _one_line(e)
+    with pytest.raises(FileNotFoundError, match="has no instance_prompt_config.json") as e:
+        InstancePromptModel.from_pretrained(classifier_from(mlm), str(tmp_path), tokenizer=tok)
+    _one_line(e)
+
+
+def test_batch_without_attention_mask(bert):
+    mlm, tok = bert
+    model = get_instance_prompt_model(classifier_from(mlm), InstancePromptConfig("ipt", prompt_length=2), tokenizer=tok)
+    enc = tok(["the cat sat"], return_tensors="pt")
+    with pytest.raises(ValueError, match="no attention_mask") as e:
+        model(input_ids=enc["input_ids"])
+    _one_line(e)
