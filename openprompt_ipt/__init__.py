@@ -18,3 +18,8 @@ openprompt_registry.register()
 
 __version__ = "0.1.0"
 __all__ = ["GeneratedPrefixTemplate", "InstanceWiseTemplate", "__version__"]
+
+# the 🤗 Transformers door (docs/transformers.md); for a lazy name -> module table: these three -> ".hf"
+from .hf import InstancePromptConfig, InstancePromptModel, get_instance_prompt_model  # noqa: E402
+
+__all__ += ["InstancePromptConfig", "InstancePromptModel", "get_instance_prompt_model"]

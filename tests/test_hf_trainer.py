@@ -236,3 +236,26 @@ def test_batch_without_attention_mask(bert):
     with pytest.raises(ValueError, match="no attention_mask") as e:
         model(input_ids=enc["input_ids"])
     _one_line(e)
+
+
+def test_readme_snippet_runs(bert, tmp_path, monkeypatch):
+    """The README's "Use it from 🤗 Transformers" block, executed verbatim on a tiny BERT checkpoint folder."""
+    import os
+    import re
+
+    readme = open(os.path.join(os.path.dirname(__file__), os.pardir, "README.md")).read()
+    block = re.search(r"<!-- transformers:start -->(.*?)<!-- transformers:end -->", readme, re.S)
+    assert block, "README.md lost its transformers markers"
+    code = "\n".join(re.findall(r"```python\n(.*?)```", block.group(1), re.S))
+    mlm, tok = bert
+    path = str(tmp_path / "ckpt")
+    classifier_from(mlm, initializer_range=0.2).save_pretrained(path)
+    tok.save_pretrained(path)
+    monkeypatch.chdir(tmp_path)
+    scope = {"path": path}
+    exec(compile(code, "README.md", "exec"), scope)
+    assert isinstance(scope["model"], InstancePromptModel)
+    assert sorted(os.listdir(tmp_path / "out" / "prompt")) == ["instance_prompt.safetensors",
+                                                                "instance_prompt_config.json"]
+    batch = scope["tokenizer"](["the movie was great"], return_tensors="pt")
+    assert scope["model"](**batch).logits.shape == (1, 2)
