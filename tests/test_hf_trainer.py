@@ -259,3 +259,37 @@ def test_readme_snippet_runs(bert, tmp_path, monkeypatch):
                                                                 "instance_prompt_config.json"]
     batch = scope["tokenizer"](["the movie was great"], return_tensors="pt")
     assert scope["model"](**batch).logits.shape == (1, 2)
+
+
+@pytest.mark.parametrize("case", ["p_tuning_v2-kv", "m_idpg-phm-cls"])
+def test_two_processes_match_one(bert, case, tmp_path):
+    """The default Trainer under torchrun (2 CPU processes, gloo, 2 examples each) ends at the weights one
+    process reaches with batches of 4: the same global batches, gradients averaged across the processes."""
+    import os
+    import subprocess
+    import sys
+
+    from safetensors.torch import load_file
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    script = os.path.join(here, "hf_trainer_ddp.py")
+    env = {**os.environ, "OMP_NUM_THREADS": "1",
+           "PYTHONPATH": os.pathsep.join(filter(None, [os.path.join(here, os.pardir), os.environ.get("PYTHONPATH")]))}
+    env["CUDA_VISIBLE_DEVICES"] = ""  # CPU processes (gloo) also where a GPU is present
+    mlm, tok = bert
+    mlm_dir = str(tmp_path / "mlm")
+    mlm.save_pretrained(mlm_dir)
+    tok.save_pretrained(mlm_dir)
+    one = subprocess.run([sys.executable, script, mlm_dir, str(tmp_path / "one"), case, "4"], env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert one.returncode == 0, one.stderr[-2000:]
+    two = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+                          script, mlm_dir, str(tmp_path / "two"), case, "2"], env=env, capture_output=True, text=True,
+                         timeout=300)
+    assert two.returncode == 0, two.stderr[-3000:]
+    assert "processes 2" in two.stdout and "processes 1" in one.stdout
+    a = load_file(str(tmp_path / "one" / "prompt" / "instance_prompt.safetensors"))
+    b = load_file(str(tmp_path / "two" / "prompt" / "instance_prompt.safetensors"))
+    assert a.keys() == b.keys()
+    for k in a:
+        torch.testing.assert_close(b[k], a[k], rtol=0, atol=1e-5)
