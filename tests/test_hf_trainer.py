@@ -293,3 +293,22 @@ def test_two_processes_match_one(bert, case, tmp_path):
     assert a.keys() == b.keys()
     for k in a:
         torch.testing.assert_close(b[k], a[k], rtol=0, atol=1e-5)
+
+
+def test_example_runs_on_the_quick_start_data(bert, tmp_path):
+    """examples/hf_trainer.py end to end (quick start data, Trainer, save, reload, test) on a tiny BERT checkpoint."""
+    import importlib.util
+    import os
+
+    mlm, tok = bert
+    path = str(tmp_path / "ckpt")
+    mlm.save_pretrained(path)
+    tok.save_pretrained(path)
+    spec = importlib.util.spec_from_file_location(
+        "hf_trainer_example", os.path.join(os.path.dirname(__file__), os.pardir, "examples", "hf_trainer.py"))
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    results = example.main(["--model", path, "--max-train", "80", "--epochs", "1",
+                            "--output-dir", str(tmp_path / "out")])
+    assert sorted(results) == ["m_idpg_phm", "prefix_ipt"] and all(0.0 <= v <= 1.0 for v in results.values())
+    assert os.path.isfile(tmp_path / "out" / "prefix_ipt" / "prompt" / "instance_prompt_config.json")
