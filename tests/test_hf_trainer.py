@@ -312,3 +312,49 @@ def test_example_runs_on_the_quick_start_data(bert, tmp_path):
                             "--output-dir", str(tmp_path / "out")])
     assert sorted(results) == ["m_idpg_phm", "prefix_ipt"] and all(0.0 <= v <= 1.0 for v in results.values())
     assert os.path.isfile(tmp_path / "out" / "prefix_ipt" / "prompt" / "instance_prompt_config.json")
+
+
+@pytest.mark.parametrize("case", ["ipt-random", "p_tuning_v2-kv", "m_idpg-phm-cls"])
+def test_masked_lm_with_label_words(plm, case, tmp_path):
+    """AutoModelForMaskedLM + label words: the class logits are the label words' logits at the mask token; the
+    default Trainer lowers the loss training only the prompt (the whole masked LM, its head included, stays
+    bit-identical), and save -> load gives the same logits."""
+    from transformers import AutoModelForMaskedLM
+
+    mlm, tok = plm
+    cfg = copy.deepcopy(mlm.config)
+    cfg.initializer_range = 0.2
+    torch.manual_seed(1)
+    base = AutoModelForMaskedLM.from_config(cfg).eval()
+    fresh = copy.deepcopy(base)
+    config = config_for(case, tmp_path, mlm)
+    config.label_words = [["bad", "terrible"], ["good"]]
+    model = get_instance_prompt_model(base, config, tokenizer=tok)
+    assert all(n.startswith(("generator.", "task_prompt")) for n, p in model.named_parameters() if p.requires_grad)
+    before = {n: p.detach().clone() for n, p in model.base_model.named_parameters()}
+    ds = dataset(tok).map(lambda b: tok([f"{t} it was {tok.mask_token}" for t in b["text"]],
+                                         return_special_tokens_mask=True), batched=True)
+    trainer = trainer_for(model, tok, ds, tmp_path / "run", num_train_epochs=25, learning_rate=3e-2)
+    loss0 = trainer.evaluate()["eval_loss"]
+    trainer.train()
+    assert trainer.evaluate()["eval_loss"] < loss0 - 0.03
+    from safetensors.torch import load_file  # the Trainer's own checkpoint: only what trains (tied head or not)
+    checkpoints = sorted((tmp_path / "run").glob("checkpoint-*/model.safetensors"))
+    assert checkpoints and set(load_file(str(checkpoints[-1]))) == {n for n, p in model.named_parameters()
+                                                                     if p.requires_grad}
+    for n, p in model.base_model.named_parameters():
+        assert torch.equal(p, before[n]), n
+    batch = tok([f"a good film it was {tok.mask_token}", f"bad cat {tok.mask_token}"], padding=True,
+                return_tensors="pt")
+    model.eval()
+    with torch.no_grad():
+        logits = model(**batch).logits
+        assert logits.shape == (2, 2)
+        ids = [tok.convert_tokens_to_ids(tok.tokenize(" " + w))[0] for w in ("bad", "terrible", "good")]
+        assert ids[0] != ids[2]
+        model.save_pretrained(str(tmp_path / "saved"))
+        loaded = InstancePromptModel.from_pretrained(fresh, str(tmp_path / "saved"), tokenizer=tok).eval()
+        torch.testing.assert_close(loaded(**batch).logits, logits, rtol=0, atol=1e-6)
+    with pytest.raises(ValueError, match="exactly one mask token") as e:
+        model(**tok(["no mask here"], return_tensors="pt"))
+    _one_line(e)

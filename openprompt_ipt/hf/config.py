@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 from dataclasses import dataclass, field
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from ..prompting import build_input_prompt
 
@@ -73,6 +73,7 @@ class InstancePromptConfig:
     hidden_mode: str = "replace"                # hidden injection: replace or add
     options: Dict[str, Any] = field(default_factory=dict)  # the generator's own settings
     modules_to_save: Tuple[str, ...] = ("classifier",)  # head modules that train with the prompt (as PEFT's)
+    label_words: Optional[List[List[str]]] = None  # masked LMs: one word list per class, read at the mask token
 
     def __post_init__(self):
         if self.method not in METHODS:

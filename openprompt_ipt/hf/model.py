@@ -76,10 +76,38 @@ class InstancePromptModel(nn.Module):
             self.generator, self.injector, self.placement, _ = build_layered_generator(
                 model, embedding, tokenizer, sections=sections, **kwargs)
         self.modules_to_save = self._unfreeze(config.modules_to_save)
+        self.register_buffer("label_word_ids", self._label_word_ids(model, tokenizer, config.label_words),
+                             persistent=False)
+        self.mask_token_id = tokenizer.mask_token_id
         # the tokenizer's special ids, for batches without special_tokens_mask
         ids = sorted({int(i) for i in getattr(tokenizer, "all_special_ids", []) if i is not None})
         self.register_buffer("special_ids", torch.tensor(ids, dtype=torch.long), persistent=False)
         self.__dict__["tokenizer"] = tokenizer
+
+    @staticmethod
+    def _label_word_ids(model, tokenizer, label_words):
+        """(classes, words) vocabulary ids of the label words' first pieces (-1 pads shorter lists)."""
+        if not label_words:
+            return torch.empty(0, 0, dtype=torch.long)
+        if model.get_output_embeddings() is None or tokenizer.mask_token_id is None:
+            raise ValueError(f"label_words need a masked LM and a tokenizer with a mask token; {type(model).__name__} "
+                             "has no vocabulary head: drop label_words to train its classifier head instead")
+        ids = [[tokenizer.convert_tokens_to_ids(tokenizer.tokenize(" " + w.strip()))[0] for w in words]
+               for words in label_words]
+        width = max(len(row) for row in ids)
+        return torch.tensor([row + [-1] * (width - len(row)) for row in ids], dtype=torch.long)
+
+    def _verbalize(self, input_ids, logits):
+        """(B, classes): each class's mean label-word logit at the example's mask token."""
+        at_mask = input_ids == self.mask_token_id
+        if not bool((at_mask.sum(dim=1) == 1).all()):
+            raise ValueError(f"with label_words every example needs exactly one mask token "
+                             f"({self.tokenizer.mask_token!r}) in its text; found {at_mask.sum(dim=1).tolist()}")
+        vocab = logits[at_mask]                                          # (B, V)
+        ids = self.label_word_ids
+        words = vocab[:, ids.clamp(min=0)]                               # (B, C, W)
+        valid = (ids >= 0).to(words.dtype)
+        return (words * valid).sum(-1) / valid.sum(-1)
 
     def _unfreeze(self, names):
         found = []
@@ -93,6 +121,17 @@ class InstancePromptModel(nn.Module):
     @property
     def config(self):
         return self.base_model.config
+
+    def state_dict(self, *args, destination=None, prefix="", keep_vars=False):
+        """Only the tensors that train (prompt, generator, head), as PEFT's checkpoints: the Trainer's checkpoints
+        then hold what a run changed, and a masked LM's tied vocabulary head cannot stop their safetensors
+        writer. The frozen weights are ``self.base_model.state_dict()``; ``load_state_dict(strict=False)`` reads
+        either."""
+        out = super().state_dict(*args, destination=destination, prefix=prefix, keep_vars=keep_vars)
+        keep = {prefix + name for name, p in self.named_parameters() if p.requires_grad}
+        for key in [k for k in out if k.startswith(prefix) and k not in keep]:
+            del out[key]
+        return out
 
     def num_trainable_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters() if p.requires_grad)
@@ -119,8 +158,9 @@ class InstancePromptModel(nn.Module):
         else:
             keep = place_prompts(self.generator, self.injector, self.placement, batch,
                                  InstanceInputs(input_ids, attention_mask, content, parts))
+        verbalize = self.label_word_ids.numel() > 0
         try:
-            out = self.base_model(**batch, labels=labels, output_attentions=output_attentions,
+            out = self.base_model(**batch, labels=None if verbalize else labels, output_attentions=output_attentions,
                                   output_hidden_states=output_hidden_states, return_dict=True)
         finally:
             if self.injector is not None:
@@ -133,6 +173,13 @@ class InstancePromptModel(nn.Module):
             out.logits = view.logits
         if out.hidden_states is not None:
             out.hidden_states = view.hidden_states
+        if verbalize:  # a masked LM read through label words: the classifier's output
+            from transformers.modeling_outputs import SequenceClassifierOutput
+
+            logits = self._verbalize(input_ids, out.logits)
+            loss = None if labels is None else nn.functional.cross_entropy(logits, labels)
+            out = SequenceClassifierOutput(loss=loss, logits=logits, hidden_states=out.hidden_states,
+                                           attentions=out.attentions)
         use_dict = return_dict if return_dict is not None else getattr(self.config, "return_dict", True)
         return out if use_dict else out.to_tuple()
 
