@@ -26,9 +26,14 @@ _LAZY = {
     "ClsHeadVerbalizer": ".verbalizers",
     "load_backbone": ".backbones",  # a backbone by the names the YAMLs accept, as load_plm returns
     "optimizer_groups": ".param_groups",  # template + verbalizer + PLM groups for a stock optimizer
+    # the 🤗 Transformers door (docs/transformers.md)
+    "InstancePromptConfig": ".hf",
+    "InstancePromptModel": ".hf",
+    "get_instance_prompt_model": ".hf",
 }
 
-__all__ = ["GeneratedPrefixTemplate", "InstanceWiseTemplate", "load_backbone", "optimizer_groups", "__version__"]
+__all__ = ["GeneratedPrefixTemplate", "InstanceWiseTemplate", "load_backbone", "optimizer_groups",
+           "InstancePromptConfig", "InstancePromptModel", "get_instance_prompt_model", "__version__"]
 
 
 def __getattr__(name):

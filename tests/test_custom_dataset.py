@@ -260,7 +260,7 @@ def test_a_null_text_in_a_builtin_task_folder_is_refused(tmp_path):
     with pytest.raises(ValueError, match=r"CB/train.jsonl row 1 column 'hypothesis' \(text_b\) is null: fix the row, "
                                          r"or set dataset.skip_bad_rows: true to skip such rows$"):
         TASKS["cb"].load(str(folder), "train")
-    from openprompt_ipt.data.tasks import get_task
+    from openprompt_ipt.data.lookup import get_task
 
     kept = get_task("cb", {"skip_bad_rows": True}).load(str(folder), "train")
     assert [e.text_b for e in kept] == ["b"]

@@ -18,7 +18,7 @@ S_IDPG = {"prompt_length": 2, "generator": "idpg", "injection": "input",
 
 
 def cfg(model_dir, data_root, task, text, **extra):
-    from openprompt_ipt.runner.config import DEFAULTS, _merge, check_init
+    from openprompt_ipt.runner.config import DEFAULTS, merge_config, check_init
 
     words = [["yes"], ["no"]] if task == "rte" else [["yes"], ["no"], ["maybe"]]
     raw = {"dataset": {"name": task, "path": os.path.join(data_root, "superglue", task.upper()), "dev_from_train": 0.25},
@@ -27,7 +27,7 @@ def cfg(model_dir, data_root, task, text, **extra):
            "soft_verbalizer": {"label_words": words},
            "train": {"epochs": 1, "batch_size": 4, "lr_prompt": 0.05, "lr_head": 0.05, "device": "cpu"},
            "test": {"batch_size": 4}, "seed": 3, **extra}
-    out = _merge(DEFAULTS, raw, "", {"generated_prefix": raw["generated_prefix"], "soft_verbalizer": raw["soft_verbalizer"]})
+    out = merge_config(DEFAULTS, raw, "", {"generated_prefix": raw["generated_prefix"], "soft_verbalizer": raw["soft_verbalizer"]})
     check_init(out)
     return out
 

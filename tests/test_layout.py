@@ -33,3 +33,60 @@ def test_research_code_does_not_import_the_runner():
                 if isinstance(node, ast.ImportFrom):
                     module = "." * node.level + (node.module or "")
                     assert "runner" not in module and module.lstrip(".").split(".")[0] not in MOVED, (path, module)
+
+
+def _imports(path):
+    """(module the file is in, resolved ``openprompt_ipt...`` modules it imports, at any depth of the file)."""
+    rel = path.relative_to(PACKAGE.parent).with_suffix("")
+    package = list(rel.parts[:-1]) if rel.name != "__init__" else list(rel.parts[:-1])
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.level:
+            base = package[: len(package) - (node.level - 1)]
+            out.add(".".join(base + ([node.module] if node.module else [])))
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("openprompt_ipt."):
+            out.add(node.module)
+        elif isinstance(node, ast.Import):
+            out.update(a.name for a in node.names if a.name.startswith("openprompt_ipt."))
+    return ".".join(rel.parts), out
+
+
+def _part(module, depth):
+    parts = module.split(".")
+    return ".".join(parts[: depth + 1]) if len(parts) > depth else None
+
+
+@pytest.mark.parametrize("scope", ["package", "data"])
+def test_no_import_circles(scope):
+    """Imports point one way: no two parts of the package (first-level folders; the modules of data/) import each other."""
+    prefix, depth = ("openprompt_ipt", 1) if scope == "package" else ("openprompt_ipt.data", 2)
+    edges = {}
+    for path in PACKAGE.rglob("*.py"):
+        module, imported = _imports(path)
+        a = _part(module, depth)
+        if not module.startswith(prefix + ".") or a is None or a.endswith("__init__") or a == module.rsplit(".", 1)[0] + ".__init__":
+            continue
+        for target in imported:
+            b = _part(target, depth)
+            if b and b != a and b.startswith(prefix + ".") and not b.endswith("__init__") and b != prefix:
+                edges.setdefault(a, set()).add(b)
+    circles = sorted((a, b) for a in edges for b in edges[a] if a < b and a in edges.get(b, set()))
+    assert not circles, circles
+
+
+def test_the_two_doors_share_the_prompt_code_and_not_each_other():
+    """generators / injection / prompting are host-free; the templates and the 🤗 door both build on prompting and
+    never import each other (nor OpenPrompt, for the 🤗 door)."""
+    for folder, banned in (("generators", ("templates", "hf", "prompting", "runner")),
+                           ("injection", ("templates", "hf", "prompting", "runner", "generators")),
+                           ("prompting", ("templates", "hf", "runner")),
+                           ("hf", ("templates", "openprompt_registry")),
+                           ("templates", ("hf",))):
+        for path in (PACKAGE / folder).rglob("*.py"):
+            _, imported = _imports(path)
+            for module in imported:
+                assert module.split(".")[1] not in banned, (path, module)
+            for node in ast.walk(ast.parse(path.read_text())):
+                if folder in ("hf", "prompting", "generators", "injection") and isinstance(node, (ast.Import, ast.ImportFrom)):
+                    names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+                    assert not any(n.split(".")[0] == "openprompt" for n in names), (path, names)

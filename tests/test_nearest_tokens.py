@@ -77,7 +77,7 @@ def test_unused_placeholder_tokens_are_excluded():
 
 # ---- tiny trained runs -------------------------------------------------------------------------
 def train(model_dir, tmp_path_factory, name, template, section, epochs=1):
-    from openprompt_ipt.runner.config import DEFAULTS, _merge
+    from openprompt_ipt.runner.config import DEFAULTS, merge_config
     from openprompt_ipt.runner.experiment import run_experiment
 
     base = tmp_path_factory.mktemp(name)
@@ -86,7 +86,7 @@ def train(model_dir, tmp_path_factory, name, template, section, epochs=1):
     if template != "instance_wise":
         raw = {k: v for k, v in cfg.items() if k != "instance_wise"}
         raw.update(template=template, **{template: section})
-        cfg = _merge(DEFAULTS, raw, "", {template: section, "soft_verbalizer": cfg["soft_verbalizer"]})
+        cfg = merge_config(DEFAULTS, raw, "", {template: section, "soft_verbalizer": cfg["soft_verbalizer"]})
     else:
         cfg["instance_wise"] = {"text": TEXT, **section}
     out = str(base / "run")

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from openprompt_ipt.runner.config import load_config
-from openprompt_ipt.data.tasks import get_task
+from openprompt_ipt.data.lookup import get_task
 from openprompt_ipt.runner.experiment import build_model, check_label_words
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")

@@ -145,7 +145,7 @@ def test_prefix_tuning_prefix_is_pretrained_and_loaded(tmp_path, tiny_model_dir)
 
     from openprompt_ipt.pretraining.ppt import experiment_config, run_ppt
     from openprompt_ipt.runner.experiment import build_model
-    from openprompt_ipt.pretraining.ppt_init import init_prompt_from
+    from openprompt_ipt.runner.init_prompt import init_prompt_from
 
     cfg = ppt_cfg(tmp_path, tiny_model_dir, template="generated_prefix")
     cfg["train"]["epochs"] = 1

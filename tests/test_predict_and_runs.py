@@ -22,7 +22,7 @@ def tiny_model_dir(tmp_path_factory):
 
 
 def tiny_cfg(model_dir, data_dir, **train):
-    from openprompt_ipt.runner.config import DEFAULTS, _merge
+    from openprompt_ipt.runner.config import DEFAULTS, merge_config
 
     raw = {"dataset": {"name": "cb", "path": data_dir, "dev_from_train": 0.25},
            "plm": {"model_path": model_dir, "freeze": True, "max_seq_length": 64},
@@ -32,7 +32,7 @@ def tiny_cfg(model_dir, data_dir, **train):
            "soft_verbalizer": {"label_words": [["yes"], ["no"], ["maybe"]]},
            "train": {"epochs": 2, "batch_size": 4, "lr_prompt": 0.05, "lr_head": 0.05, "device": "cpu", **train},
            "test": {"batch_size": 4}, "seed": 3}
-    return _merge(DEFAULTS, raw, "", {"instance_wise": raw["instance_wise"], "soft_verbalizer": raw["soft_verbalizer"]})
+    return merge_config(DEFAULTS, raw, "", {"instance_wise": raw["instance_wise"], "soft_verbalizer": raw["soft_verbalizer"]})
 
 
 def test_predict_round_trip_matches_evaluate(tiny_model_dir, tmp_path):

@@ -7,8 +7,6 @@ Templates and verbalizers live in the YAMLs, not here. Protocol and tables: ``do
 """
 from __future__ import annotations
 
-import dataclasses
-import difflib
 import importlib.util
 import json
 import os
@@ -315,23 +313,3 @@ TASKS: Dict[str, Task] = {t.name: t for t in [
     _sentence_task("mpqa", "SetFit/mpqa"),
     _sentence_task("subj", "SetFit/subj", labels=("subjective", "objective")),
 ]}
-
-
-def get_task(name: str, dataset: Optional[dict] = None) -> Task:
-    """A registered task, or your own (``text_classification`` / ``text_pair``, described by the
-    ``dataset`` section: ``data/custom.py``)."""
-    from .custom import GENERIC, custom_task
-
-    if name in GENERIC:
-        if dataset is None:
-            raise ValueError(f"dataset '{name}' is described by its YAML: pass the dataset section")
-        return custom_task(dataset)
-    if name in TASKS and (dataset or {}).get("skip_bad_rows"):
-        return dataclasses.replace(TASKS[name], skip_bad_rows=True)
-    if name not in TASKS:
-        valid = sorted(TASKS) + sorted(GENERIC)
-        match = difflib.get_close_matches(str(name), valid, n=1)
-        hint = f" (did you mean '{match[0]}'?)" if match else ""
-        raise ValueError(f"unknown dataset '{name}'{hint}: valid names are {sorted(TASKS)}, or {sorted(GENERIC)} "
-                         "for your own files (docs/data.md)")
-    return TASKS[name]

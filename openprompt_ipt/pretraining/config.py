@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from typing import Dict, Iterable
 
-from ..runner.config import _merge, read_yaml_with_overrides
+from ..runner.config import merge_config, read_yaml_with_overrides
 
 DEFAULTS: Dict = {
     "name": "textcnn",          # export folder: exports/<name>-<backbone>
@@ -24,7 +24,7 @@ EMBEDDING_INITS = ("plm", "random")
 
 def load_pretrain_config(path: str, overrides: Iterable[str] = ()) -> Dict:
     raw = read_yaml_with_overrides(path, overrides, hint=" (see yamls/pretrain_textcnn.yaml)")
-    return validate(_merge(DEFAULTS, raw, "", {}))
+    return validate(merge_config(DEFAULTS, raw, "", {}))
 
 
 def validate(cfg: Dict) -> Dict:

@@ -20,7 +20,8 @@ import os
 import shutil
 from typing import Callable, Dict, Optional
 
-DONE = "DONE"
+from ..runner.init_prompt import DONE  # noqa: F401  (the finished-export marker init_prompt_from checks)
+
 RUN_CONFIG = "run_config.json"
 TABLE_FILE, CLASSIFIER_FILE, CLASSIFIER_CONFIG = "embedding.safetensors", "classifier.safetensors", "classifier.json"
 

@@ -6,7 +6,7 @@ follows the first (``yes``), comes from the same document but not next (``maybe`
 document (``no``). Here: sentence pairs from the offline Wikipedia articles (``corpora/wiki_vital``),
 the downstream experiment's own template (Prompt Tuning's task prompt, Prefix Tuning's prefix and
 its MLP) on the frozen PLM, and a 3-way head that is thrown away: only the template's trained weights
-are exported, for ``init_prompt_from:`` (``ppt_init.py``).
+are exported, for ``init_prompt_from:`` (``runner/init_prompt.py``).
 
 Export folder (atomic and resumable like the category pretraining, ``export.py``):
 ``prompt.safetensors`` (the template's trained tensors + metadata: backbone, tokenizer fingerprint,
@@ -24,12 +24,12 @@ import re
 import time
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from ..runner.config import _merge, load_config, read_yaml_with_overrides
+from ..runner.config import load_config, merge_config, read_yaml_with_overrides
+from ..runner.init_prompt import FORMAT, PROMPT_FILE
 from ..runner.schema import PPT, check_values
 from ..serialization import iter_jsonl, write_text_atomic
 
-PROMPT_FILE, INFO_FILE, PAIRS_FILE = "prompt.safetensors", "ppt.json", "pairs.json"
-FORMAT = "openprompt_ipt.ppt_prompt"
+INFO_FILE, PAIRS_FILE = "ppt.json", "pairs.json"
 # label id -> answer word, in the order CB's verbalizer uses (entailment / contradiction / neutral)
 LABELS = ("next", "other_document", "same_document")
 LABEL_WORDS = [["yes"], ["no"], ["maybe"]]
@@ -52,7 +52,7 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])")
 
 def load_ppt_config(path: str, overrides: Sequence[str] = ()) -> Dict:
     raw = read_yaml_with_overrides(path, overrides, hint=" (see yamls/pretrain_ppt.yaml)")
-    cfg = _merge(DEFAULTS, raw, "", {})
+    cfg = merge_config(DEFAULTS, raw, "", {})
     check_values(cfg, schema=PPT)  # types and ranges: one table in runner/schema.py
     return cfg
 

@@ -60,7 +60,7 @@ def _nearest(key: str, valid: Iterable[str]) -> str:
     return did_you_mean(key, valid) or f" (valid: {sorted(valid)})"
 
 
-def _merge(base: Dict, update: Dict, where: str, strict_sections: Dict) -> Dict:
+def merge_config(base: Dict, update: Dict, where: str, strict_sections: Dict) -> Dict:
     out = copy.deepcopy(base)
     for key, value in (update or {}).items():
         if where == "" and key not in base and key not in strict_sections:
@@ -210,7 +210,7 @@ def load_config(path: str, overrides: Iterable[str] = (), notes: List[str] | Non
 
         sections["peer"] = raw["peer"] = check_peer(raw["peer"])
     sweep = flatten_sweep(raw.pop("sweep", None) or {})
-    config = _merge(DEFAULTS, raw, "", sections)
+    config = merge_config(DEFAULTS, raw, "", sections)
     # checks that need no OpenPrompt first: their errors answer before it loads (seconds, issue #32)
     check_values(config)  # types and ranges (runner/schema.py)
     check_sweep_values(sweep)

@@ -110,7 +110,7 @@ def cap_examples(examples: Sequence, limit, seed: int) -> List:
 def data_source(cfg: Dict, root: str | None = None):
     """Where ``cfg``'s data comes from (``data/sources.py``: path, data root, installed copy, hub)."""
     from ..data.sources import locate
-    from ..data.tasks import get_task
+    from ..data.lookup import get_task
 
     return locate(get_task(cfg["dataset"]["name"], cfg["dataset"]), cfg["dataset"], root)
 
@@ -120,7 +120,8 @@ def load_task(cfg: Dict, root: str | None, source=None):
     dev = the task's own dev split where the source has one, else ``dev_from_train`` of train;
     test = the task's reported split; with ``train_from`` = that split (BoolQ offline),
     ``test_from_train`` of it is held out as test first. ``source``: a ``data_source`` already found."""
-    from ..data.tasks import SPLIT_ALIASES, get_task
+    from ..data.lookup import get_task
+    from ..data.tasks import SPLIT_ALIASES
 
     ds, seed = cfg["dataset"], cfg["seed"]
     task = get_task(ds["name"], ds)
@@ -289,7 +290,7 @@ def run_experiment(cfg: Dict, root: str | None = None, output_dir: str | None = 
     model, tokenizer, wrapper_class = (build or build_model)(cfg, train, len(labels), labels)
     started_from = {}
     if cfg.get("init_prompt_from"):  # PPT: the task-level prompt / prefix from a pre-training export
-        from ..pretraining.ppt_init import init_prompt_from
+        from .init_prompt import init_prompt_from
 
         started_from["init_prompt_from"] = init_prompt_from(model, cfg, tokenizer)
     if cfg.get("init_from"):  # a finished run's prompt (+ head), before training and before any resume

@@ -22,13 +22,13 @@ import torch
 from openprompt.prompts import MixedTemplate
 
 from ..batch import content_mask, field
-from ..generators.layered import INJECTIONS, GeneratorContext, InstanceInputs, make_config
-from ..generators.registry import GENERATORS
-from ..injection import (INSERT_POSITIONS, InjectionPlan, LayerPromptInjector, insert_index, max_positions,
-                         remove_positions, shifted_position_ids, splice)
+from ..generators.layered import InstanceInputs
+from ..injection import INSERT_POSITIONS
+from ..prompting import build_layered_generator, place_prompts, release_prompts
+from ..prompting.layered_prompt import SECTIONS, prompt_positions
 from .persistence import TrainedTemplateMixin
 
-SECTIONS = ("prefix", "ipt", "idpg")
+__all__ = ["GeneratedPrefixTemplate", "SECTIONS"]
 
 
 class GeneratedPrefixTemplate(TrainedTemplateMixin, MixedTemplate):
@@ -39,48 +39,18 @@ class GeneratedPrefixTemplate(TrainedTemplateMixin, MixedTemplate):
                  prefix_positions: str = "shift", hidden_mode: str = "replace",
                  prefix: Optional[dict] = None, ipt: Optional[dict] = None, idpg: Optional[dict] = None,
                  placeholder_mapping: dict = {"<text_a>": "text_a", "<text_b>": "text_b"}):
-        if generator not in GENERATORS:
-            raise ValueError(f"unknown generator '{generator}': choose one of {list(GENERATORS)}")
-        gen_cls = GENERATORS[generator]
         given = {"prefix": prefix, "ipt": ipt, "idpg": idpg}
-        for name, value in given.items():
-            if value and name != gen_cls.section:
-                raise ValueError(f"section '{name}' does not configure generator '{generator}': "
-                                 f"put its settings under '{gen_cls.section}'")
-        config = make_config(gen_cls.config_class, given[gen_cls.section], gen_cls.section)
-        injection = injection or gen_cls.default_injection(config)
-        if injection not in INJECTIONS:
-            raise ValueError(f"unknown injection '{injection}': choose one of {list(INJECTIONS)}")
-        if prefix_positions not in ("shift", "keep"):
-            raise ValueError(f"unknown prefix_positions '{prefix_positions}': choose 'shift' or 'keep'")
-        if hidden_mode not in ("replace", "add"):
-            raise ValueError(f"unknown hidden_mode '{hidden_mode}': choose 'replace' or 'add'")
-        if insert_position not in INSERT_POSITIONS:
-            raise ValueError(f"insert_position must be one of {sorted(INSERT_POSITIONS)} ({INSERT_POSITIONS}), "
-                             f"got {insert_position}")
-        if int(prompt_length) <= 0:
-            raise ValueError(f"prompt_length must be a positive integer, got {prompt_length}")
         super().__init__(model=model, tokenizer=tokenizer, text=None, placeholder_mapping=placeholder_mapping)
-        self.generator_name, self.injection = generator, injection
+        self.generator, self.injector, self.placement, section = build_layered_generator(
+            model, self.raw_embedding, tokenizer, generator, injection, prompt_length, insert_position,
+            prefix_positions, hidden_mode, given)
+        self.generator_name, self.injection = generator, self.placement.injection
         self.insert_position, self.prefix_positions, self.hidden_mode = int(insert_position), prefix_positions, hidden_mode
-        self.injector = LayerPromptInjector(model) if injection in ("kv", "hidden") else None
-        num_layers = self.injector.layout.num_layers if self.injector else int(model.config.num_hidden_layers)
-        ctx = GeneratorContext(hidden_size=self.embedding_size, num_layers=num_layers, injection=injection,
-                               prompt_length=int(prompt_length), vocab_size=self.raw_embedding.num_embeddings,
-                               word_embeddings=self.raw_embedding, tokenizer=tokenizer, plm=model,
-                               injector=self.injector,
-                               init_std=float(self.raw_embedding.weight.detach().float().std()))
-        self.generator = gen_cls(ctx, config)
-        self.__dict__["plm_config"] = model.config
-        self.position_limit = max_positions(model.config)
-        t = self.generator.n_positions
-        self.n_prefix = 0 if (injection == "kv" and prefix_positions == "keep") else t
-        if self.n_prefix + 3 > self.position_limit:
-            raise ValueError(f"{self.n_prefix} prompt positions leave no room under the model's {self.position_limit} "
-                             f"positions: use at most {self.position_limit - 3}")
-        self.init_config = dict(text=text, generator=generator, injection=injection, prompt_length=int(prompt_length),
+        self.position_limit = self.placement.position_limit
+        self.n_prefix = prompt_positions(self.generator, self.placement)
+        self.init_config = dict(text=text, generator=generator, injection=self.injection, prompt_length=int(prompt_length),
                                 insert_position=self.insert_position, prefix_positions=prefix_positions,
-                                hidden_mode=hidden_mode, **{gen_cls.section: given[gen_cls.section]})
+                                hidden_mode=hidden_mode, **{section: given[section]})
         self._keep = None
         self.text = text
 
@@ -97,30 +67,10 @@ class GeneratedPrefixTemplate(TrainedTemplateMixin, MixedTemplate):
 
     def process_batch(self, batch):
         self._watch_updates()
-        input_ids, attention_mask = batch["input_ids"], batch["attention_mask"]
-        parts = field(batch, "text_part_ids")
-        content = content_mask(batch, "text_part_ids")
+        inputs = InstanceInputs(batch["input_ids"], batch["attention_mask"], content_mask(batch, "text_part_ids"),
+                                field(batch, "text_part_ids"))
         batch = super().process_batch(batch)  # hard + {"soft"} tokens -> inputs_embeds
-        state = self.generator.begin(InstanceInputs(input_ids, attention_mask, content, parts))
-        provider = lambda s, previous=None: self.generator.slot(state, s, previous)  # noqa: E731
-        uses_previous = self.generator.uses_previous
-        if self.injection == "kv":
-            p, n = self.generator.n_positions, input_ids.size(1)
-            if self.prefix_positions == "shift":
-                if p + n > self.position_limit:
-                    raise ValueError(f"{p} prefix positions + {n} input tokens exceed the model's {self.position_limit} "
-                                     f"positions: set max_seq_length <= {self.position_limit - p}, use fewer prefix "
-                                     "tokens, or prefix_positions: keep")
-                batch["position_ids"] = shifted_position_ids(self.plm_config, attention_mask, p)
-            self.injector.arm(InjectionPlan("kv", provider, uses_previous))
-            return batch
-        if parts is None:
-            parts = torch.zeros_like(input_ids)
-        start = insert_index(self.insert_position, parts, attention_mask)
-        batch, self._keep, positions = splice(batch, provider(0), start, limit=self.position_limit)
-        if self.injection == "hidden":
-            self.injector.arm(InjectionPlan("hidden", provider, uses_previous, positions=positions,
-                                            hidden_mode=self.hidden_mode))
+        self._keep = place_prompts(self.generator, self.injector, self.placement, batch, inputs)
         return batch
 
     def prompt_vectors(self, batch) -> torch.Tensor:
@@ -139,9 +89,6 @@ class GeneratedPrefixTemplate(TrainedTemplateMixin, MixedTemplate):
         return [f"prompt {i + 1}" for i in range(self.generator.n_positions)]
 
     def post_processing_outputs(self, outputs):
-        if self.injector is not None:
-            self.injector.disarm()
-        if self._keep is not None:
-            outputs = remove_positions(outputs, self._keep)
-            self._keep = None
+        outputs = release_prompts(self.injector, outputs, self._keep)
+        self._keep = None
         return outputs

@@ -15,14 +15,13 @@ from typing import Optional, Sequence
 
 import torch
 from openprompt.prompts import MixedTemplate
-from torch import nn
 
 from ..batch import content_mask
-from ..generators.strategies import STRATEGIES, TOKEN_SOURCES, EncoderIPT, PretrainedIPT
 from ..injection import max_positions, prepend, trim_outputs
+from ..prompting import STRATEGY_NAMES, build_input_prompt, input_prompt_vectors
 from .persistence import TrainedTemplateMixin
 
-STRATEGY_NAMES = ("none",) + tuple(STRATEGIES)
+__all__ = ["InstanceWiseTemplate", "STRATEGY_NAMES"]
 
 
 class InstanceWiseTemplate(TrainedTemplateMixin, MixedTemplate):
@@ -36,58 +35,25 @@ class InstanceWiseTemplate(TrainedTemplateMixin, MixedTemplate):
                  encoder_path: Optional[str] = None, sequence_utilization_rate: float = 1.0,
                  max_source_tokens: int = 512,
                  placeholder_mapping: dict = {"<text_a>": "text_a", "<text_b>": "text_b"}):
-        if strategy not in STRATEGY_NAMES:
-            raise ValueError(f"unknown strategy '{strategy}': choose one of {list(STRATEGY_NAMES)}")
-        if token_source not in TOKEN_SOURCES:
-            raise ValueError(f"unknown token_source '{token_source}': choose one of {list(TOKEN_SOURCES)}")
-        if strategy != "none" and int(prompt_length) <= 0:
-            raise ValueError(f"prompt_length must be a positive integer for strategy '{strategy}', got {prompt_length}")
-        if int(task_prompt_length) < 0:
-            raise ValueError(f"task_prompt_length must be >= 0, got {task_prompt_length}")
         super().__init__(model=model, tokenizer=tokenizer, text=None, placeholder_mapping=placeholder_mapping)
         self.strategy = strategy
-        self.prompt_length = int(prompt_length) if strategy != "none" else 0
-        self.task_prompt_length = int(task_prompt_length)
-        self.n_prefix = self.prompt_length + self.task_prompt_length
         self.position_limit = max_positions(model.config)
-        if self.n_prefix + 3 > self.position_limit:  # [CLS] <mask> [SEP] at least
-            raise ValueError(f"prompt_length + task_prompt_length = {self.n_prefix} leaves no room under the model's "
-                             f"{self.position_limit} positions: use at most {self.position_limit - 3} prompt tokens")
-        hidden = self.embedding_size
-        vocab_size = self.raw_embedding.num_embeddings
-        if init_std is None:  # prompts start at the scale of the PLM's own token embeddings
-            init_std = float(self.raw_embedding.weight.detach().float().std())
+        task_prompt, generator, settings = build_input_prompt(
+            self.raw_embedding, tokenizer, self.position_limit, strategy=strategy, prompt_length=prompt_length,
+            task_prompt_length=task_prompt_length, token_source=token_source, table_dim=table_dim,
+            vocab_rows=vocab_rows, init_std=init_std, sparse=sparse, pretrained_path=pretrained_path, encoder=encoder,
+            encoder_hidden=encoder_hidden, encoder_dropout=encoder_dropout, encoder_path=encoder_path,
+            sequence_utilization_rate=sequence_utilization_rate, max_source_tokens=max_source_tokens)
+        self.generator, self.task_prompt = generator, task_prompt  # registration order as before (optimizer groups)
+        self.prompt_length, self.task_prompt_length = settings["prompt_length"], settings["task_prompt_length"]
+        self.n_prefix = self.prompt_length + self.task_prompt_length
         self.init_config = dict(
             strategy=strategy, prompt_length=self.prompt_length, task_prompt_length=self.task_prompt_length,
             token_source=token_source, table_dim=table_dim, vocab_rows=list(vocab_rows) if vocab_rows else None,
-            init_std=init_std, sparse=sparse, pretrained_path=pretrained_path, encoder=encoder,
+            init_std=settings["init_std"], sparse=sparse, pretrained_path=pretrained_path, encoder=encoder,
             encoder_hidden=encoder_hidden, encoder_dropout=encoder_dropout, encoder_path=encoder_path,
             sequence_utilization_rate=sequence_utilization_rate, max_source_tokens=max_source_tokens,
             text=text)
-
-        common = dict(vocab_size=vocab_size, hidden_size=hidden, prompt_length=self.prompt_length,
-                      token_source=token_source, pad_token_id=tokenizer.pad_token_id or 0)
-        if strategy == "none":
-            self.generator = None
-        elif strategy == "encoder":
-            self.generator = EncoderIPT(**common, plm_embedding=self.raw_embedding, pretrained_path=pretrained_path,
-                                        tokenizer_vocab=len(tokenizer), encoder=encoder, encoder_hidden=encoder_hidden,
-                                        sequence_utilization_rate=sequence_utilization_rate,
-                                        max_source_tokens=max_source_tokens, encoder_dropout=encoder_dropout,
-                                        encoder_path=encoder_path, tokenizer=tokenizer)
-        else:
-            kwargs = dict(common, vocab_rows=vocab_rows, init_std=init_std, sparse=sparse)
-            if strategy == "pretrained":
-                self.generator = PretrainedIPT(pretrained_path=pretrained_path, tokenizer_vocab=len(tokenizer),
-                                               tokenizer=tokenizer, **kwargs)
-            else:
-                self.generator = STRATEGIES[strategy](table_dim=table_dim, **kwargs)
-        if self.task_prompt_length:
-            # Lester et al.: start task prompts from embeddings of sampled vocabulary tokens.
-            rows = torch.randint(0, vocab_size, (self.task_prompt_length,))
-            self.task_prompt = nn.Parameter(self.raw_embedding.weight.detach()[rows].clone())
-        else:
-            self.task_prompt = None
         self.text = text
 
     # ---- OpenPrompt hooks -------------------------------------------------------------------
@@ -104,14 +70,9 @@ class InstanceWiseTemplate(TrainedTemplateMixin, MixedTemplate):
         Reads ``input_ids``, ``attention_mask`` and ``instance_token_ids`` (when present) of ``batch``."""
         if self.n_prefix == 0:
             return None
-        input_ids = batch["input_ids"]
-        parts = []
-        if self.task_prompt is not None:
-            parts.append(self.task_prompt.unsqueeze(0).expand(input_ids.size(0), -1, -1))
-        if self.generator is not None:
-            content = content_mask(batch, "instance_token_ids")
-            parts.append(self.generator(input_ids, content, batch["attention_mask"]))
-        return torch.cat(parts, dim=1)
+        content = content_mask(batch, "instance_token_ids") if self.generator is not None else None
+        return input_prompt_vectors(self.task_prompt, self.generator, batch["input_ids"], content,
+                                    batch["attention_mask"])
 
     def prompt_position_names(self) -> list:
         """One name per row of ``prompt_vectors``: ``task 1..``, then ``instance 1..``."""

@@ -39,7 +39,7 @@ def original_train(cfg: Dict, root: str, source=None):
 
 
 def load_fewglue(cfg: Dict, root: str) -> List:
-    from ...data.tasks import get_task
+    from ...data.lookup import get_task
     from ..experiment import resolve_data_path
 
     name = cfg["dataset"]["name"]

@@ -1,14 +1,17 @@
 """``init_prompt_from: <PPT export>``: start Prompt Tuning's task prompt / Prefix Tuning's prefix from a
-PPT pre-training export (``ppt.py``). An export for another backbone or tokenizer, or another
-template shape, is refused in one line naming the re-export command."""
+PPT pre-training export (``pretraining/ppt.py`` writes it). An export for another backbone or tokenizer, or
+another template shape, is refused in one line naming the re-export command.
+
+The export's contract (file name, format tag, finished marker) is defined here, where it is read; the
+pre-training imports it to write exports, so imports point one way (pretraining -> runner)."""
 from __future__ import annotations
 
 import json
 import os
 from typing import Dict
 
-from .export import is_finished
-from .ppt import FORMAT, PROMPT_FILE
+PROMPT_FILE, FORMAT = "prompt.safetensors", "openprompt_ipt.ppt_prompt"
+DONE = "DONE"  # written last into a finished export folder (pretraining/export.py)
 
 REEXPORT = "python experiments/pretrain_ppt.py --config yamls/pretrain_ppt.yaml --set experiment=<this YAML>"
 
@@ -20,7 +23,7 @@ def init_prompt_from(model, cfg: Dict, tokenizer) -> Dict:
 
     export = cfg["init_prompt_from"]
     path = os.path.join(export, PROMPT_FILE)
-    if not (is_finished(export) and os.path.isfile(path)):
+    if not (os.path.isfile(os.path.join(export, DONE)) and os.path.isfile(path)):
         raise FileNotFoundError(f"init_prompt_from '{export}' is not a finished PPT export (no {PROMPT_FILE} / DONE): "
                                 f"run {REEXPORT} first")
     with safe_open(path, "pt") as f:

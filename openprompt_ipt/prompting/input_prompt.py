@@ -1,0 +1,78 @@
+"""Input-layer prompts (Prompt Tuning, IPT on Prompt Tuning): ``[task prompt][G(x)]`` before the text.
+
+``build_input_prompt`` checks the arguments and makes the two trained pieces, ``task_prompt``
+(Lester et al.'s task-level vectors) and ``generator`` (an IPT strategy G(x)); the host keeps them
+under those names, so saved weights keep their keys whichever door trained them."""
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+import torch
+from torch import nn
+
+from ..generators.strategies import STRATEGIES, TOKEN_SOURCES, EncoderIPT, PretrainedIPT, RandomIPT
+
+STRATEGY_NAMES = ("none",) + tuple(STRATEGIES)
+
+
+def build_input_prompt(embedding: nn.Embedding, tokenizer, position_limit: int, strategy: str = "random",
+                       prompt_length: int = 16, task_prompt_length: int = 0, token_source: str = "content",
+                       table_dim: Optional[int] = None, vocab_rows: Optional[Sequence[int]] = None,
+                       init_std: Optional[float] = None, sparse: bool = False, pretrained_path: Optional[str] = None,
+                       encoder: str = "textcnn", encoder_hidden: int = 128, encoder_dropout: float = 0.1,
+                       encoder_path: Optional[str] = None, sequence_utilization_rate: float = 1.0,
+                       max_source_tokens: int = 512):
+    """Returns ``(task_prompt or None, generator or None, settings)``; ``settings`` are the resolved
+    arguments (prompt lengths, init_std) a host saves to rebuild the same prompt."""
+    if strategy not in STRATEGY_NAMES:
+        raise ValueError(f"unknown strategy '{strategy}': choose one of {list(STRATEGY_NAMES)}")
+    if token_source not in TOKEN_SOURCES:
+        raise ValueError(f"unknown token_source '{token_source}': choose one of {list(TOKEN_SOURCES)}")
+    if strategy != "none" and int(prompt_length) <= 0:
+        raise ValueError(f"prompt_length must be a positive integer for strategy '{strategy}', got {prompt_length}")
+    if int(task_prompt_length) < 0:
+        raise ValueError(f"task_prompt_length must be >= 0, got {task_prompt_length}")
+    prompt_length = int(prompt_length) if strategy != "none" else 0
+    task_prompt_length = int(task_prompt_length)
+    n_prefix = prompt_length + task_prompt_length
+    if n_prefix + 3 > position_limit:  # [CLS] <mask> [SEP] at least
+        raise ValueError(f"prompt_length + task_prompt_length = {n_prefix} leaves no room under the model's "
+                         f"{position_limit} positions: use at most {position_limit - 3} prompt tokens")
+    hidden, vocab_size = embedding.embedding_dim, embedding.num_embeddings
+    if init_std is None:  # prompts start at the scale of the PLM's own token embeddings
+        init_std = float(embedding.weight.detach().float().std())
+    common = dict(vocab_size=vocab_size, hidden_size=hidden, prompt_length=prompt_length,
+                  token_source=token_source, pad_token_id=tokenizer.pad_token_id or 0)
+    if strategy == "none":
+        generator = None
+    elif strategy == "encoder":
+        generator = EncoderIPT(**common, plm_embedding=embedding, pretrained_path=pretrained_path,
+                               tokenizer_vocab=len(tokenizer), encoder=encoder, encoder_hidden=encoder_hidden,
+                               sequence_utilization_rate=sequence_utilization_rate,
+                               max_source_tokens=max_source_tokens, encoder_dropout=encoder_dropout,
+                               encoder_path=encoder_path, tokenizer=tokenizer)
+    else:
+        kwargs = dict(common, vocab_rows=vocab_rows, init_std=init_std, sparse=sparse)
+        if strategy == "pretrained":
+            generator = PretrainedIPT(pretrained_path=pretrained_path, tokenizer_vocab=len(tokenizer),
+                                      tokenizer=tokenizer, **kwargs)
+        else:
+            generator = RandomIPT(table_dim=table_dim, **kwargs)
+    task_prompt = None
+    if task_prompt_length:
+        # Lester et al.: start task prompts from embeddings of sampled vocabulary tokens.
+        rows = torch.randint(0, vocab_size, (task_prompt_length,))
+        task_prompt = nn.Parameter(embedding.weight.detach()[rows].clone())
+    settings = dict(prompt_length=prompt_length, task_prompt_length=task_prompt_length, init_std=init_std)
+    return task_prompt, generator, settings
+
+
+def input_prompt_vectors(task_prompt: Optional[torch.Tensor], generator: Optional[nn.Module], input_ids: torch.Tensor,
+                         content_mask: torch.Tensor, attention_mask: torch.Tensor) -> Optional[torch.Tensor]:
+    """(B, task_prompt_length + prompt_length, H): the task vectors, then G(x); ``None`` without either."""
+    parts = []
+    if task_prompt is not None:
+        parts.append(task_prompt.unsqueeze(0).expand(input_ids.size(0), -1, -1))
+    if generator is not None:
+        parts.append(generator(input_ids, content_mask, attention_mask))
+    return torch.cat(parts, dim=1) if parts else None

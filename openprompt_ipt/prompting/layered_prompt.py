@@ -1,0 +1,120 @@
+"""Generated prompts for every layer (Prefix Tuning, P-tuning v2, IPT on Prefix Tuning, S-/M-IDPG).
+
+``build_layered_generator`` checks the arguments and makes the generator (and, for ``kv`` /
+``hidden``, the hooks that carry its prompts into the layers); ``place_prompts`` puts one batch's
+prompts where ``Placement`` says, on a batch that already holds ``inputs_embeds``;
+``release_prompts`` disarms the hooks and gives back the original positions of the outputs."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import torch
+from torch import nn
+
+from ..generators.layered import INJECTIONS, GeneratorContext, InstanceInputs, make_config
+from ..generators.registry import GENERATORS
+from ..injection import (INSERT_POSITIONS, InjectionPlan, LayerPromptInjector, insert_index, max_positions,
+                         remove_positions, shifted_position_ids, splice)
+
+SECTIONS = ("prefix", "ipt", "idpg")
+
+
+@dataclass
+class Placement:
+    injection: str                 # input | kv | hidden
+    insert_position: int = 0       # input / hidden: where in the sequence (INSERT_POSITIONS)
+    prefix_positions: str = "shift"  # kv: number the text after the prefix (shift) or not (keep)
+    hidden_mode: str = "replace"   # hidden: replace or add to the dedicated positions' states
+    position_limit: int = 10 ** 9
+    model_config: Any = None       # the PLM's config (its family decides how positions are numbered)
+
+
+def build_layered_generator(model: nn.Module, embedding: nn.Embedding, tokenizer, generator: str = "prefix",
+                            injection: Optional[str] = None, prompt_length: int = 5, insert_position: int = 0,
+                            prefix_positions: str = "shift", hidden_mode: str = "replace", sections=None):
+    """Returns ``(generator, injector or None, placement, section_name)``; ``sections`` maps
+    ``prefix`` / ``ipt`` / ``idpg`` to that generator's settings (only its own may be given)."""
+    if generator not in GENERATORS:
+        raise ValueError(f"unknown generator '{generator}': choose one of {list(GENERATORS)}")
+    gen_cls = GENERATORS[generator]
+    given = dict(sections or {})
+    for name, value in given.items():
+        if name not in SECTIONS:
+            raise ValueError(f"unknown section '{name}': choose one of {list(SECTIONS)}")
+        if value and name != gen_cls.section:
+            raise ValueError(f"section '{name}' does not configure generator '{generator}': "
+                             f"put its settings under '{gen_cls.section}'")
+    config = make_config(gen_cls.config_class, given.get(gen_cls.section), gen_cls.section)
+    injection = injection or gen_cls.default_injection(config)
+    if injection not in INJECTIONS:
+        raise ValueError(f"unknown injection '{injection}': choose one of {list(INJECTIONS)}")
+    if prefix_positions not in ("shift", "keep"):
+        raise ValueError(f"unknown prefix_positions '{prefix_positions}': choose 'shift' or 'keep'")
+    if hidden_mode not in ("replace", "add"):
+        raise ValueError(f"unknown hidden_mode '{hidden_mode}': choose 'replace' or 'add'")
+    if insert_position not in INSERT_POSITIONS:
+        raise ValueError(f"insert_position must be one of {sorted(INSERT_POSITIONS)} ({INSERT_POSITIONS}), "
+                         f"got {insert_position}")
+    if int(prompt_length) <= 0:
+        raise ValueError(f"prompt_length must be a positive integer, got {prompt_length}")
+    injector = LayerPromptInjector(model) if injection in ("kv", "hidden") else None
+    num_layers = injector.layout.num_layers if injector else int(model.config.num_hidden_layers)
+    ctx = GeneratorContext(hidden_size=embedding.embedding_dim, num_layers=num_layers, injection=injection,
+                           prompt_length=int(prompt_length), vocab_size=embedding.num_embeddings,
+                           word_embeddings=embedding, tokenizer=tokenizer, plm=model, injector=injector,
+                           init_std=float(embedding.weight.detach().float().std()))
+    gen = gen_cls(ctx, config)
+    placement = Placement(injection, int(insert_position), prefix_positions, hidden_mode, max_positions(model.config),
+                          model.config)
+    n_prefix = prompt_positions(gen, placement)
+    if n_prefix + 3 > placement.position_limit:
+        if injector is not None:
+            injector.remove()
+        raise ValueError(f"{n_prefix} prompt positions leave no room under the model's {placement.position_limit} "
+                         f"positions: use at most {placement.position_limit - 3}")
+    return gen, injector, placement, gen_cls.section
+
+
+def prompt_positions(generator, placement: Placement) -> int:
+    """How many positions the prompt adds to the sequence (``kv`` + ``keep`` adds none)."""
+    if placement.injection == "kv" and placement.prefix_positions == "keep":
+        return 0
+    return generator.n_positions
+
+
+def place_prompts(generator, injector, placement: Placement, batch, inputs: InstanceInputs):
+    """Put this batch's prompts in: ``batch`` (holding ``inputs_embeds``, ``attention_mask`` and maybe
+    ``token_type_ids``) may gain positions and ``position_ids``; the hooks are armed. Returns ``keep``
+    (the new index of each original position) or ``None`` when no position was added."""
+    state = generator.begin(inputs)
+    provider = lambda s, previous=None: generator.slot(state, s, previous)  # noqa: E731
+    uses_previous = generator.uses_previous
+    attention_mask = inputs.attention_mask
+    if placement.injection == "kv":
+        p, n = generator.n_positions, attention_mask.size(1)
+        if placement.prefix_positions == "shift":
+            limit = placement.position_limit
+            if p + n > limit:
+                raise ValueError(f"{p} prefix positions + {n} input tokens exceed the model's {limit} positions: "
+                                 f"set max_seq_length <= {limit - p} (the tokenizer's max_length under 🤗 Transformers), "
+                                 "use fewer prefix tokens, or prefix_positions: keep")
+            batch["position_ids"] = shifted_position_ids(placement.model_config, attention_mask, p)
+        injector.arm(InjectionPlan("kv", provider, uses_previous))
+        return None
+    parts = inputs.part_ids if inputs.part_ids is not None else torch.zeros_like(inputs.input_ids)
+    start = insert_index(placement.insert_position, parts, attention_mask)
+    batch, keep, positions = splice(batch, provider(0), start, limit=placement.position_limit)
+    if placement.injection == "hidden":
+        injector.arm(InjectionPlan("hidden", provider, uses_previous, positions=positions,
+                                   hidden_mode=placement.hidden_mode))
+    return keep
+
+
+def release_prompts(injector, outputs, keep: Optional[torch.Tensor]):
+    """Disarm the hooks and drop the spliced prompt positions from the outputs' per-position fields."""
+    if injector is not None:
+        injector.disarm()
+    if keep is not None:
+        outputs = remove_positions(outputs, keep)
+    return outputs
