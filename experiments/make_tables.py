@@ -453,13 +453,10 @@ def quick_yaml_problems(root: str, generated=()) -> List[str]:
     """``"<file>: train.<key> is <v>, the authors' rate is <w>"`` for each quick YAML under ``root`` (every
     folder but the generated tables) that names the papers' backbone with a frozen PLM and another rate.
     Unset keys take the runner's defaults (train.warmup_steps 0, warmup_ratio 0.06, lr_prompt 3e-3)."""
-    import importlib.util  # the runner's defaults and YAML reader, without importing the package (OpenPrompt, torch)
+    import sys  # the runner's defaults and YAML reader: a light import (no OpenPrompt, no torch)
 
-    spec = importlib.util.spec_from_file_location(
-        "runner_config", os.path.join(os.path.dirname(YAMLS), "openprompt_ipt", "runner", "config.py"))
-    config = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(config)
-    DEFAULTS, load_yaml = config.DEFAULTS, config.load_yaml
+    sys.path.insert(0, os.path.dirname(YAMLS))
+    from openprompt_ipt.runner.config import DEFAULTS, load_yaml
 
     problems = []
     for folder, dirs, names in sorted(os.walk(root)):

@@ -43,7 +43,10 @@ def _imports(path):
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom) and node.level:
             base = package[: len(package) - (node.level - 1)]
-            out.add(".".join(base + ([node.module] if node.module else [])))
+            if node.module:
+                out.add(".".join(base + [node.module]))
+            else:  # `from .. import compat`: the names are modules
+                out.update(".".join(base + [a.name]) for a in node.names)
         elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("openprompt_ipt."):
             out.add(node.module)
         elif isinstance(node, ast.Import):
