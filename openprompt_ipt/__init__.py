@@ -12,7 +12,7 @@ _moved.install()  # old runner import paths (openprompt_ipt.config, ...) for one
 
 from . import openprompt_registry  # noqa: E402  (after the shims)
 from .templates import GeneratedPrefixTemplate, InstanceWiseTemplate  # noqa: E402
-from .verbalizers import ClsHeadVerbalizer  # noqa: E402,F401  (kept importable from the package)
+from .verbalizers import ClsHeadVerbalizer, RegressionHeadVerbalizer  # noqa: E402,F401  (kept importable from the package)
 
 openprompt_registry.register()
 

@@ -157,6 +157,9 @@ def load_config(path: str, overrides: Iterable[str] = (), notes: List[str] | Non
         sections["peer"] = raw["peer"] = check_peer(raw["peer"])
     sweep = flatten_sweep(raw.pop("sweep", None) or {})
     config = _merge(DEFAULTS, raw, "", sections)
+    from .experiment import check_head
+
+    check_head(config)  # regression task vs head, before the head's own keys are checked
     _check_class_section(config, "template", template_name)
     _check_class_section(config, "verbalizer", verbalizer_name)
     check_protocol(config)
