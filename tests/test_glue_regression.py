@@ -251,3 +251,37 @@ def test_regression_trains_from_yaml_alone_and_predict_returns_scores(tiny_model
     labels = [float(r.split(",")[2]) for r in open(os.path.join(folder, "test.csv")).read().split("\n")[1:] if r]
     assert regression_metrics(labels, [p["score"] for p in preds])["pearson"] == pytest.approx(result["test"]["pearson"], abs=1e-4)
     assert json.load(open(os.path.join(out, "metrics.json")))["test"]["pearson"] == result["test"]["pearson"]
+
+
+# ------------------------------------------------------------------------------------ aggregate table
+def test_aggregate_gains_idpg_table1_average_on_the_papers_scores(tmp_path):
+    from openprompt_ipt.runner.aggregate import IDPG_TABLE1, aggregate
+
+    def write(method, task, seed, test, metric):
+        d = tmp_path / "runs" / f"{method}_{task}" / f"seed{seed}"
+        d.mkdir(parents=True)
+        (d / "metrics.json").write_text(json.dumps({
+            "dataset": task, "method": method, "metrics": list(test), "selection_metric": metric, "level": "seed",
+            "seed": seed, "config_name": f"{method}_{task}", "test_split": "official val", "best_dev": {}, "test": test}))
+
+    scores = {}
+    for i, (task, paper_metric) in enumerate(IDPG_TABLE1.items()):
+        for seed, shift in ((1, 0.0), (2, 0.02)):
+            value = 0.5 + i / 100 + shift
+            # cells select on accuracy for MRPC / QQP and Pearson for STS-B: the Avg still uses the paper's score
+            test = ({"pearson_spearman": value, "pearson": 0.1, "spearman": value} if task == "stsb" else
+                    {"accuracy": 0.1, "acc_and_f1": value} if paper_metric == "acc_and_f1" else {"accuracy": value})
+            write("M-IDPG-PHM", task, seed, test, "pearson" if task == "stsb" else "accuracy")
+            scores.setdefault(task, []).append(value)
+    write("Prompt Tuning", "mrpc", 1, {"accuracy": 0.7, "acc_and_f1": 0.7}, "acc_and_f1")
+    md = aggregate([str(tmp_path / "runs" / "*")])["results.md"]
+    header = md.splitlines()[0]
+    assert header.endswith("| Avg (IDPG Table 1's 10 tasks) |") and "| MRPC (acc_and_f1) |" not in header
+    expected = 100 * sum(sum(v) / 2 for v in scores.values()) / 10  # hand: mean of the ten seed means
+    idpg_row = next(line for line in md.splitlines() if line.startswith("| M-IDPG-PHM |"))
+    assert idpg_row.endswith(f"| {expected:.1f} |")
+    pt_row = next(line for line in md.splitlines() if line.startswith("| Prompt Tuning |"))
+    assert pt_row.endswith("| - (1/10 tasks) |")  # a partial row is never read as Table 1's Avg
+    # a table without all ten tasks keeps its old shape
+    files = aggregate([str(tmp_path / "runs" / "Prompt Tuning_mrpc")])
+    assert "Avg" not in files["results.md"]
