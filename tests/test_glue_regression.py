@@ -285,3 +285,12 @@ def test_aggregate_gains_idpg_table1_average_on_the_papers_scores(tmp_path):
     # a table without all ten tasks keeps its old shape
     files = aggregate([str(tmp_path / "runs" / "Prompt Tuning_mrpc")])
     assert "Avg" not in files["results.md"]
+
+
+def test_few_shot_on_a_regression_task_is_one_line(tmp_path):
+    from openprompt_ipt.runner.protocols import make_splits
+
+    cfg = load_config(write_config(tmp_path, {"name": "stsb"}, protocol={"name": "few_shot", "k": 4}))
+    with pytest.raises(ValueError, match=r"^protocol few_shot samples K examples per label, and stsb is a regression "
+                                         r"task \(no labels\): use protocol.name: low_resource"):
+        make_splits(cfg, str(tmp_path))
