@@ -221,6 +221,31 @@ IDPG = {"text": PAIR, "prompt_length": 2, "generator": "idpg", "injection": "hid
                  "input_from": "previous", "encoder": "plm_cls"}}
 
 
+OTHER_TEMPLATES = {  # the remaining templates of the tables, one short epoch-pair each
+    "random_ipt": ("instance_wise", {"text": PAIR, "strategy": "random", "prompt_length": 2}),
+    "prefix_tuning": ("generated_prefix", {"text": PAIR, "prompt_length": 2, "generator": "prefix", "injection": "kv",
+                                           "prefix": {"reparameterize": True}}),
+    "ptuning_v2": ("generated_prefix", {"text": PAIR, "prompt_length": 2, "generator": "prefix", "injection": "hidden",
+                                        "prefix": {"reparameterize": False}}),
+    "s_idpg_phm": ("generated_prefix", {"text": PAIR, "prompt_length": 2, "generator": "idpg", "injection": "input",
+                                        "idpg": {"depth": "single", "layer": "phm", "hidden": 4, "phm_n": 2,
+                                                 "encoder": "plm_cls"}}),
+}
+
+
+@pytest.mark.parametrize("method", sorted(OTHER_TEMPLATES))
+def test_regression_trains_with_every_other_template(tiny_model_dir, tmp_path, method):  # noqa: F811
+    from openprompt_ipt.runner.experiment import run_experiment
+
+    template, section = OTHER_TEMPLATES[method]
+    cfg = load_config(write_config(tmp_path, {"name": "text_pair_regression", "path": similarity_folder(tmp_path / "sim"),
+                                              "columns": {"text_a": "a", "text_b": "b", "label": "sim"}},
+                                   template=template, template_section=section, model=tiny_model_dir))
+    result = run_experiment(cfg, show_progress=False)
+    assert result["trainable"]["prompt"] > 0 and math.isfinite(result["test"]["pearson_spearman"])
+    assert [r["epoch"] for r in result["history"]] == [1, 2] and "dev_pearson" in result["history"][0]
+
+
 @pytest.mark.parametrize("method", ["prompt_tuning", "m_idpg_phm", "finetune"])
 def test_regression_trains_from_yaml_alone_and_predict_returns_scores(tiny_model_dir, tmp_path, method):  # noqa: F811
     from openprompt_ipt.runner.experiment import run_experiment
