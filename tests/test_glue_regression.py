@@ -319,3 +319,41 @@ def test_few_shot_on_a_regression_task_is_one_line(tmp_path):
     with pytest.raises(ValueError, match=r"^protocol few_shot samples K examples per label, and stsb is a regression "
                                          r"task \(no labels\): use protocol.name: low_resource"):
         make_splits(cfg, str(tmp_path))
+
+
+# ---------------------------------------------------------------------- IDPG §4.5.5 cosine analysis
+def test_top_k_group_counts_by_hand():
+    from openprompt_ipt.analysis.sts_cosine import top_k_group_counts
+
+    gold = [4.8, 0.2, 3.5, 5.0, 1.0, 2.9]
+    cos = [0.9, 0.95, 0.1, 0.8, 0.3, 0.5]  # ranked: 1 (0.2), 0 (4.8), 3 (5.0), 5 (2.9), 4 (1.0), 2 (3.5)
+    counts = top_k_group_counts(cos, gold, [1, 3, 6])
+    assert counts == {1: [1, 0, 0, 0, 0], 3: [1, 0, 0, 0, 2], 6: [1, 1, 1, 1, 2]}
+    with pytest.raises(ValueError, match="top-k 7 must be in 1..6"):
+        top_k_group_counts(cos, gold, [7])
+
+
+def test_sts_cosine_script_on_a_tiny_stsb_run(tiny_model_dir, tmp_path):  # noqa: F811
+    import importlib.util
+
+    from openprompt_ipt.runner.experiment import run_experiment
+
+    words = ["the cat sat on the mat", "a dog ran fast", "she said the movie was great", "he was slow"]
+    header = ["index", "genre", "sentence1", "sentence2", "score"]
+    rows = [[i, "g", words[i % 4], words[(i * 3 + 1) % 4], f"{(i * 7) % 11 / 2.2:.2f}"] for i in range(20)]
+    folder = write_tsv(tmp_path / "STS-B" / "train.tsv", header, rows[:14])
+    write_tsv(tmp_path / "STS-B" / "dev.tsv", header, rows[14:])
+    cfg = load_config(write_config(tmp_path, {"name": "stsb", "path": folder, "dev_from_train": 0.25},
+                                   template="generated_prefix", template_section=IDPG, model=tiny_model_dir))
+    run_experiment(cfg, output_dir=str(tmp_path / "run"), show_progress=False)
+    spec = importlib.util.spec_from_file_location("sts_cosine", os.path.join(os.path.dirname(__file__), "..",
+                                                                           "experiments", "sts_cosine.py"))
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    out = str(tmp_path / "fig" / "sts")
+    assert script.main(["--run", str(tmp_path / "run"), "--top-k", "2", "6", "--out", out]) == 0
+    md = open(out + ".md").read()
+    assert md.count("| 6 |") == 2 and open(out + ".png", "rb").read()[:4] == b"\x89PNG"
+    for line in md.splitlines():
+        if line.endswith("|") and "| 6 |" in line:  # every dev pair is in the top-6
+            assert sum(int(c) for c in line.split("|")[3:-1]) == 6
