@@ -96,7 +96,6 @@ def evaluate(model, loader, device=None, desc: str = "eval", show_progress: bool
     was_training = model.training
     model.eval()
     parts = []
-    n_outputs = 0
     for i, batch in enumerate(tqdm(loader, desc=desc, leave=False, disable=not show_progress)):
         if runtime is not None:
             batch, _ = runtime.shard(batch)
@@ -105,9 +104,8 @@ def evaluate(model, loader, device=None, desc: str = "eval", show_progress: bool
         batch = to_device(batch, device)
         with runtime.autocast() if runtime else contextlib.nullcontext():
             logits = model(batch).float()
-        n_outputs = logits.size(-1)
         parts.append((i, task_loss(logits, batch["label"], regression, reduction="sum").item(), batch["label"].tolist(),
-                      predictions(logits, regression), list(batch.get("group") or [])))
+                      predictions(logits, regression), list(batch.get("group") or []), logits.size(-1)))
     model.train(was_training)
     if runtime is not None and runtime.world_size > 1:
         parts = runtime.gather_objects(parts)
@@ -116,6 +114,7 @@ def evaluate(model, loader, device=None, desc: str = "eval", show_progress: bool
     labels = [y for p in parts for y in p[2]]
     preds = [y for p in parts for y in p[3]]
     groups = [g for p in parts for g in p[4]]
+    n_outputs = max((p[5] for p in parts), default=0)  # from the gathered parts: the same on every process
     if regression:
         metrics = regression_metrics(labels, preds)
     else:
