@@ -147,7 +147,7 @@ def normalise(cfg: Dict) -> None:
     files = ds.get("files") or {}
     if not isinstance(files, dict) or set(SPLIT_ALIASES.get(k, k) for k in files) - set(SPLITS):
         raise ValueError(f"dataset.files must map splits {list(SPLITS)} to file names, got {files!r}")
-    if name in REGRESSION:  # scores, not labels: the head is checked by check_head (runner/heads.py)
+    if name in REGRESSION:  # scores, not labels: the head is checked by runner.experiment.check_head
         if ds.get("labels") is not None:
             raise ValueError(f"dataset.labels is for classification: {name} reads a numeric score per row "
                              f"(column '{columns.get('label', DEFAULT_COLUMNS['label'])}'): remove dataset.labels")
