@@ -30,7 +30,7 @@ def main(argv=None) -> int:
     try:
         from openprompt_ipt.analysis.sts_cosine import (figure, markdown, pair_cosines, plain_encoder,
                                                         prompted_encoder, top_k_group_counts)
-        from openprompt_ipt.runner.experiment import data_source
+        from openprompt_ipt.runner.experiment import data_source, paper_method_name
         from openprompt_ipt.runner.plm import load_backbone
         from openprompt_ipt.runner.plotting import write_table_and_plot
         from openprompt_ipt.runner.predict import load_run
@@ -48,7 +48,7 @@ def main(argv=None) -> int:
         backbone, tokenizer, _ = load_backbone(predictor.cfg["plm"]["model_path"])
         backbone.eval()
         counts = {"no prompt (frozen backbone)": top_k_group_counts(pair_cosines(plain_encoder(backbone, tokenizer), pairs), gold, args.top_k),
-                  f"with prompts ({os.path.normpath(args.run)})": top_k_group_counts(pair_cosines(prompted_encoder(predictor), pairs), gold, args.top_k)}
+                  f"with prompts ({paper_method_name(predictor.cfg)}, trained run)": top_k_group_counts(pair_cosines(prompted_encoder(predictor), pairs), gold, args.top_k)}
         os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
         write_table_and_plot(args.out, markdown(counts, len(pairs)), figure(counts))
     except (ValueError, FileNotFoundError) as e:
