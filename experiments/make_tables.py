@@ -35,6 +35,7 @@ YAMLS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # yamls/<task>_random_ipt.yaml and docs/data.md)
 SUPERGLUE_QA = '{"placeholder":"text_a"} Question: {"placeholder":"text_b"}? Answer: {"mask"}.'
 SENTIMENT = '{"placeholder":"text_a"} It was {"mask"}.'
+GLUE_PAIR = '{"placeholder":"text_a"} ? {"mask"} , {"placeholder":"text_b"}'
 TASKS: Dict[str, Dict] = {
     "boolq": dict(
         title="BoolQ",
@@ -102,6 +103,33 @@ TASKS: Dict[str, Dict] = {
         dataset=[("name", "mr", None), ("path", "sentence/mr", "under the data root; online: path: hub"),
                  ("dev_from_train", 0.2, "dev from train; test (2,000) is reported")],
         text=SENTIMENT, words=[["terrible"], ["great"]], words_comment="negative, positive", metric="accuracy"),
+    # IDPG Table 1's GLUE pair tasks (#30): LM-BFF's pair template; the official GLUE dev is reported
+    "qnli": dict(
+        title="QNLI",
+        dataset=[("name", "qnli", None),
+                 ("path", "glue/QNLI", "under the data root (train = a 9,999-row sample of the official train); online: path: hub"),
+                 ("dev_from_train", 0.2, "dev from train; the official GLUE dev (5,463) is reported as test")],
+        text=GLUE_PAIR, words=[["yes"], ["no"]], words_comment="entailment, not_entailment", metric="accuracy"),
+    "mrpc": dict(
+        title="MRPC",
+        dataset=[("name", "mrpc", None), ("path", "glue/MRPC", "under the data root; online: path: hub"),
+                 ("dev_from_train", 0.2, "dev from train; the official GLUE dev (408) is reported as test")],
+        text=GLUE_PAIR, words=[["no"], ["yes"]], words_comment="not_equivalent, equivalent",
+        metric="acc_and_f1", metric_comment="IDPG Table 1: the mean of accuracy and F1"),
+    "stsb": dict(
+        title="STS-B",
+        dataset=[("name", "stsb", None), ("path", "glue/STS-B", "under the data root; online: path: hub"),
+                 ("dev_from_train", 0.2, "dev from train; the official GLUE dev (1,500) is reported as test")],
+        text=GLUE_PAIR, regression=True,
+        metric="pearson_spearman", metric_comment="IDPG Table 1: the mean of Pearson and Spearman"),
+    "qqp": dict(
+        title="QQP",
+        dataset=[("name", "qqp", None),
+                 ("path", "glue/QQP", "under the data root; online: path: hub (the official train and dev)"),
+                 ("dev_from_train", 0.2, "offline no official dev: a fixed 20% of the 23,496-row train sample (seed 0) "
+                                         "is reported as test (docs/data.md); dev from the rest")],
+        text=GLUE_PAIR, words=[["no"], ["yes"]], words_comment="not_duplicate, duplicate",
+        metric="acc_and_f1", metric_comment="IDPG Table 1: the mean of accuracy and F1"),
 }
 
 # A node is a list of (key, value, comment) entries; a value that is a list of entries is a nested mapping.
@@ -338,6 +366,11 @@ def heads(paper: str, task: Dict) -> List[Entry]:
     if paper == "ipt":
         return [("verbalizer", "manual_verbalizer", "the authors' config: manual_verbalizer on the PLM's trained MLM head"),
                 ("manual_verbalizer", [("label_words", task["words"], task["words_comment"])], None)]
+    if task.get("regression"):  # STS-B: the same head with one output and MSE (fairseq --regression-target)
+        return [("verbalizer", "regression_head", "IDPG's STS-B head: fairseq sentence_prediction --regression-target, "
+                                                  "one output on <s>, MSE on score / 5"),
+                ("regression_head", [("dropout", 0.0, "fairseq's roberta pooler_dropout default (the scripts do not set it)")],
+                 None)]
     return [("verbalizer", "cls_head", "IDPG's head: fairseq sentence_prediction, RobertaClassificationHead on <s>"),
             ("cls_head", [("dropout", 0.0, "fairseq's roberta pooler_dropout default (the scripts do not set it)")], None)]
 
@@ -382,7 +415,7 @@ IDPG_TABLE1 = ["prompt_tuning", "prompt_tuning_134", "ptuning_v2", "s_idpg_phm",
                "m_idpg_phm_glove", "m_idpg_phm", "m_idpg_dnn", "finetune"]
 SUPERGLUE = ["boolq", "cb", "rte", "multirc"]
 TABLE5_TASKS = ["agnews", "sst2", "imdb"]
-IDPG_TASKS = ["mpqa", "subj", "cr", "mr", "sst2", "rte"]
+IDPG_TASKS = ["mpqa", "subj", "cr", "mr", "sst2", "qnli", "rte", "mrpc", "stsb", "qqp"]  # Table 1's column order
 
 
 def files() -> Dict[str, str]:

@@ -24,6 +24,7 @@ _LAZY = {
     "InstanceWiseTemplate": ".templates",
     "GeneratedPrefixTemplate": ".templates",
     "ClsHeadVerbalizer": ".verbalizers",
+    "RegressionHeadVerbalizer": ".verbalizers",
     "load_backbone": ".backbones",  # a backbone by the names the YAMLs accept, as load_plm returns
     "optimizer_groups": ".param_groups",  # template + verbalizer + PLM groups for a stock optimizer
     # the 🤗 Transformers door (docs/transformers.md)

@@ -5,7 +5,8 @@ step is idempotent.
 
 * **Templates by name**: ``instance_wise`` / ``generated_prefix`` in ``TEMPLATE_CLASS``, so
   ``openprompt.prompts.load_template(config, model=..., tokenizer=...)`` builds them.
-* **Heads by name**: ``cls_head`` (IDPG's [CLS] classification head) in ``VERBALIZER_CLASS``, so
+* **Heads by name**: ``cls_head`` (IDPG's [CLS] classification head) and ``regression_head`` (its
+  one-output MSE twin, STS-B) in ``VERBALIZER_CLASS``, so
   ``load_verbalizer`` builds it.
 * **Default config sections**: OpenPrompt's ``get_default_config()`` (used by ``get_user_config`` /
   ``get_config``) gains an ``instance_wise`` and a ``generated_prefix`` section (``parent_config:
@@ -46,9 +47,10 @@ def register_templates() -> None:
 def register_verbalizers() -> None:
     from openprompt.prompts import VERBALIZER_CLASS
 
-    from .verbalizers import ClsHeadVerbalizer
+    from .verbalizers import ClsHeadVerbalizer, RegressionHeadVerbalizer
 
     VERBALIZER_CLASS["cls_head"] = ClsHeadVerbalizer
+    VERBALIZER_CLASS["regression_head"] = RegressionHeadVerbalizer
 
 
 class _OurKeysAreExpected(logging.Filter):

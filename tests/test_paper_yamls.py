@@ -13,6 +13,7 @@ import torch
 
 from openprompt_ipt.runner.config import load_config
 from openprompt_ipt.data.lookup import get_task
+from openprompt_ipt.runner.aggregate import IDPG_TABLE1
 from openprompt_ipt.runner.experiment import build_model, check_label_words
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
@@ -20,7 +21,7 @@ TABLES = {  # folder: (tasks, methods per task)
     "ipt_table2": (["boolq", "cb", "rte", "multirc"], 13),  # PT, Prefix, FT, 2 x (Random, Pretrained, 3 Encoder)
     "ipt_table3": (["boolq", "cb", "rte", "multirc"], 7),   # FT, Prefix, Prefix + 5 IPT strategies
     "ipt_table5": (["agnews", "sst2", "imdb"], 3),          # Random, Random + hard prompt, Pretrained
-    "idpg_table1": (["mpqa", "subj", "cr", "mr", "sst2", "rte"], 9),
+    "idpg_table1": (["mpqa", "subj", "cr", "mr", "sst2", "qnli", "rte", "mrpc", "stsb", "qqp"], 9),
 }
 
 
@@ -118,8 +119,11 @@ def test_every_paper_yaml_names_roberta_large_and_fits_its_task():
         assert cfg["plm"]["model_path"] == "roberta-large", path
         task = get_task(cfg["dataset"]["name"])
         assert os.path.basename(path).startswith(task.name + "_"), path
-        check_label_words(cfg, task.labels)
+        if not task.regression:
+            check_label_words(cfg, task.labels)
         assert cfg["train"]["metric"] in task.metrics, path
+        if "idpg_table1" in path:  # selected on the score Table 1 reports (MRPC / QQP acc+F1, STS-B Pearson+Spearman)
+            assert cfg["train"]["metric"] == IDPG_TABLE1[task.name], path
 
 
 def test_every_paper_yaml_builds_on_a_small_local_backbone(offline_assets):
@@ -130,7 +134,7 @@ def test_every_paper_yaml_builds_on_a_small_local_backbone(offline_assets):
     for path in ALL:
         cfg = load_config(path, offline_overrides(path, offline_assets))
         task = get_task(cfg["dataset"]["name"])
-        model, tokenizer, _ = build_model(cfg, [], len(task.labels), task.labels)
+        model, tokenizer, _ = build_model(cfg, [], task.num_outputs, task.labels)
         template_n = sum(p.numel() for n, p in model.template.named_parameters()
                          if p.requires_grad and "raw_embedding" not in n)
         if cfg["template"] == "mixed_template":  # fine-tuning rows: the hard template, the whole PLM trains
@@ -194,7 +198,8 @@ def test_idpg_rows_use_the_authors_scripts():
     50 epochs, dropout 0.1 in the frozen encoder; P-tuning v2 = d-wide hidden prompts per layer."""
     for name, cfg in load_table("idpg_table1").items():
         t = cfg["train"]
-        assert cfg["verbalizer"] == "cls_head" and cfg["cls_head"]["dropout"] == 0.0, name
+        head = "regression_head" if name.startswith("stsb_") else "cls_head"  # STS-B: --regression-target
+        assert cfg["verbalizer"] == head and cfg[head]["dropout"] == 0.0, name
         assert t["adam_betas"] == [0.9, 0.98] and t["adam_eps"] == 1e-6 and t["weight_decay"] == 0.1
         if name.endswith("finetune"):
             assert cfg["plm"]["freeze"] is False
@@ -261,3 +266,18 @@ def test_check_covers_the_quick_yamls_that_name_the_papers_setting(tmp_path):
     proc = subprocess.run(check, capture_output=True, text=True)
     assert proc.returncode == 1 and proc.stdout.count("\n") == 1
     assert "yamls/cb_prefix_ipt.yaml: train.lr_prompt is 1e-05, the authors' rate is 0.03" in proc.stdout
+
+
+def test_low_resource_yamls_cover_the_glue_pair_tasks_and_build(offline_assets):
+    """IDPG Table 3 (low resource): the M-IDPG-PHM YAMLs, SST-2 and the GLUE pair tasks (#30), each with
+    the low_resource protocol, its task's reported score and a head that fits the task."""
+    paths = sorted(glob.glob(os.path.join(ROOT, "yamls", "*_low_resource_*.yaml")))
+    names = {os.path.basename(p).split("_low_resource_")[0] for p in paths}
+    assert {"sst2", "mrpc", "qnli", "qqp", "stsb"} <= names
+    for path in paths:
+        cfg = load_config(path, [f"plm.model_path={offline_assets['ckpt']}"])
+        task = get_task(cfg["dataset"]["name"])
+        assert cfg["protocol"]["name"] == "low_resource" and cfg["protocol"]["dev_size"] == 1000, path
+        assert cfg["train"]["metric"] == IDPG_TABLE1[task.name], path
+        model, _, _ = build_model(cfg, [], task.num_outputs, task.labels)
+        assert getattr(model.verbalizer, "regression", False) == task.regression, path

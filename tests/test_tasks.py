@@ -39,6 +39,14 @@ def multirc_row(p_idx, answers_per_question):
     return {"idx": p_idx, "version": 1.1, "passage": {"text": f"paragraph {p_idx}", "questions": questions}}
 
 
+GLUE_TSV = {
+    "mrpc": (["Quality", "#1 ID", "#2 ID", "#1 String", "#2 String"], lambda i: [i % 2, i, i + 1, f"one {i}", f"two {i}"]),
+    "qnli": (["question", "sentence", "label"], lambda i: [f"why {i}?", f"because {i}", ["entailment", "not_entailment"][i % 2]]),
+    "qqp": (["id", "qid1", "qid2", "question1", "question2", "is_duplicate"], lambda i: [i, 2 * i, 2 * i + 1, f"q {i}", f"r {i}", i % 2]),
+    "stsb": (["index", "genre", "sentence1", "sentence2", "score"], lambda i: [i, "news", f"a {i}", f"b {i}", f"{i % 6:.3f}"]),
+}
+
+
 def write_task(root, name):
     """A tiny copy of the task's folder under ``root``; returns its path."""
     folder = root / TASKS[name].default_path
@@ -67,6 +75,13 @@ def write_task(root, name):
         (folder / "train_4k.csv").write_text("".join(f'{i % 4},"news text {i} , here"\n' for i in range(12)))
         (folder / "test.csv").write_text("Class Index,Title,Description\n" + "".join(
             f'{i % 4 + 1},Title {i},"Description, with a comma {i}"\n' for i in range(8)))
+    elif name in GLUE_TSV:  # GLUE tsv files with their real headers (MRPC's starts with a BOM)
+        header, row = GLUE_TSV[name]
+        folder.mkdir(parents=True)
+        for file in [f.name for f in TASKS[name].files.values()]:
+            n = 30 if name == "qqp" else 12  # QQP offline: only train, its test carved from it
+            lines = ["\t".join(header)] + ["\t".join(str(v) for v in row(i)) for i in range(n)]
+            (folder / file).write_bytes((b"\xef\xbb\xbf" if name == "mrpc" else b"") + ("\n".join(lines) + "\n").encode())
     elif name == "wiki_topics":  # corpora/wiki_vital: one jsonl, topic names as labels, some "Uncategorized"
         topics = list(TASKS[name].labels) + ["Uncategorized"]
         jsonl(folder / "articles.jsonl", [{"title": f"Article {i}", "text": f"summary number {i} of an article",
@@ -92,7 +107,10 @@ def test_every_task_loads_train_dev_test(tmp_path, name):
     train, dev, test, labels = load_task(cfg_for(name, dev_from_train=0.25, **extra), str(tmp_path))
     assert labels == list(TASKS[name].labels)
     for exs in (train, dev, test):
-        assert exs and all(e.label in range(len(labels)) and e.text_a for e in exs)
+        if TASKS[name].regression:  # STS-B: scores 0-5 scaled to [0, 1]
+            assert exs and all(isinstance(e.label, float) and 0 <= e.label <= 1 and e.text_a for e in exs)
+        else:
+            assert exs and all(e.label in range(len(labels)) and e.text_a for e in exs)
     assert not {e.guid for e in train} & {e.guid for e in dev}
     pair = TASKS[name].text_b != ()
     assert all((e.text_b is not None) == pair for e in train)

@@ -13,6 +13,10 @@ csv / tsv files need a header row naming the columns; tsv quotes are text. Label
 strings (``1`` in a csv and ``1`` in the YAML are the same label). Split files default to
 ``train.*``, ``test.*`` and ``dev.*`` / ``val.*`` / ``validation.*`` (``dataset.files`` renames them).
 The reported split is ``test``; dev is ``dev`` when present, else ``dataset.dev_from_train`` of train.
+
+Real-valued scores (a similarity, a rating): ``dataset.name: text_regression`` / ``text_pair_regression``,
+the label column holding numbers, no ``dataset.labels``, ``verbalizer: regression_head`` (one output, MSE;
+Pearson / Spearman reported, ``train.metric: pearson_spearman``).
 """
 from __future__ import annotations
 
@@ -27,7 +31,9 @@ from ..serialization import iter_jsonl
 from .rows import SKIP_HINT, Row, report_skipped, row_problems
 from .tasks import SPLIT_ALIASES, SPLITS, Task
 
-GENERIC = {"text_classification": ("text_a", "label"), "text_pair": ("text_a", "text_b", "label")}
+GENERIC = {"text_classification": ("text_a", "label"), "text_pair": ("text_a", "text_b", "label"),
+           "text_regression": ("text_a", "label"), "text_pair_regression": ("text_a", "text_b", "label")}
+REGRESSION = ("text_regression", "text_pair_regression")  # the label column holds a real-valued score
 DEFAULT_COLUMNS = {"text_a": "text", "text_b": "text_b", "label": "label"}
 STEMS = {"train": ("train",), "validation": ("dev", "val", "validation"), "test": ("test",)}
 EXTENSIONS = (".jsonl", ".csv", ".tsv")
@@ -150,7 +156,10 @@ class CustomTask(Task):
                 row.get(cols["label"]), {})
 
     def label_id(self, raw, offset: int, where: str) -> Optional[int]:
-        """Labels match the YAML's label values as strings; an unknown one is one line naming both lists."""
+        """Labels match the YAML's label values as strings; an unknown one is one line naming both lists.
+        Regression: the number in the label column (``Task.score``)."""
+        if self.regression:
+            return self.score(raw, where)
         if raw is None or raw == "":
             return None
         key = str(raw)
@@ -169,6 +178,11 @@ def normalise(cfg: Dict) -> None:
     if ds.get("encoding", "utf-8") != "utf-8":
         extra.append("encoding")
     if name not in GENERIC:
+        from .tasks import TASKS
+
+        if "labels" in extra and name in TASKS and TASKS[name].regression:
+            raise ValueError(f"dataset.labels is for classification: {name} is a regression task (a numeric score "
+                             "per row): remove dataset.labels")
         if extra:
             raise ValueError(f"dataset.{extra[0]} is for your own data (dataset.name: text_classification / text_pair); "
                              f"task '{name}' has its own fields and labels")
@@ -192,6 +206,11 @@ def normalise(cfg: Dict) -> None:
     files = ds.get("files") or {}
     if not isinstance(files, dict) or set(SPLIT_ALIASES.get(k, k) for k in files) - set(SPLITS):
         raise ValueError(f"dataset.files must map splits {list(SPLITS)} to file names, got {files!r}")
+    if name in REGRESSION:  # scores, not labels: the head is checked by runner.experiment.check_head
+        if ds.get("labels") is not None:
+            raise ValueError(f"dataset.labels is for classification: {name} reads a numeric score per row "
+                             f"(column '{columns.get('label', DEFAULT_COLUMNS['label'])}'): remove dataset.labels")
+        return
     section = cfg.get(cfg["verbalizer"]) or {}
     words = section.get("label_words")
     labels = ds.get("labels")
@@ -215,9 +234,16 @@ def normalise(cfg: Dict) -> None:
 
 def custom_task(ds: Dict) -> CustomTask:
     """The task a normalised generic ``dataset`` section describes (see ``normalise``)."""
+    from ..training.metrics import REGRESSION_METRICS
+
     name = ds["name"]
     cols = {**{r: DEFAULT_COLUMNS[r] for r in GENERIC[name]}, **(ds.get("columns") or {})}
     files = {SPLIT_ALIASES.get(k, k): v for k, v in (ds.get("files") or {}).items()}
+    if name in REGRESSION:
+        return CustomTask(name, (), ds.get("path") or "", {}, ("", None), {},
+                          text_a=(cols["text_a"],), text_b=(cols["text_b"],) if "text_b" in cols else (),
+                          test_split="test", dev_split="validation", label_field=(cols["label"],), regression=True,
+                          metrics=REGRESSION_METRICS, columns=tuple(cols.items()), file_names=tuple(sorted(files.items())))
     if not ds.get("labels"):
         raise ValueError(f"dataset.name: {name} needs dataset.labels (or label_words as {{label: [words]}})")
     return CustomTask(name, tuple(str(lab) for lab in ds["labels"]), ds.get("path") or "", {}, ("", None), {},

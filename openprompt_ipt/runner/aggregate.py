@@ -19,7 +19,14 @@ from typing import Dict, List, Sequence, Tuple
 from .runs import mean_std
 
 TASK_TITLES = {"cb": "CB", "rte": "RTE", "boolq": "BoolQ", "multirc": "MultiRC", "sst2": "SST-2", "imdb": "IMDB",
-               "agnews": "AG News", "mr": "MR", "cr": "CR", "mpqa": "MPQA", "subj": "Subj"}
+               "agnews": "AG News", "mr": "MR", "cr": "CR", "mpqa": "MPQA", "subj": "Subj", "qnli": "QNLI",
+               "mrpc": "MRPC", "stsb": "STS-B", "qqp": "QQP"}
+# IDPG Table 1's ten tasks, in its column order, with the score it reports for each; its "Avg" column is
+# the plain mean of these ten.
+IDPG_TABLE1 = OrderedDict([("mpqa", "accuracy"), ("subj", "accuracy"), ("cr", "accuracy"), ("mr", "accuracy"),
+                           ("sst2", "accuracy"), ("qnli", "accuracy"), ("rte", "accuracy"), ("mrpc", "acc_and_f1"),
+                           ("stsb", "pearson_spearman"), ("qqp", "acc_and_f1")])
+AVG_TITLE = "Avg (IDPG Table 1's 10 tasks)"
 SWEEP_TITLES = {"prompt_length": "prompt length (cf. IPT Figure 5)",
                 "sequence_utilization_rate": "sequence utilization rate (cf. IPT Table 6)"}
 
@@ -115,15 +122,25 @@ def results_tables(records: List[Dict]) -> Tuple[str, str]:
     metric_of = {t: primary_metric(next(r for (m, tt), rs in cells.items() if tt == t for r in rs)) for t in tasks}
     header = ["method"] + [f"{TASK_TITLES.get(t, t)} ({metric_of[t]})" for t in tasks]
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    ten = set(IDPG_TABLE1) <= set(tasks)  # the table covers Table 1: its Avg column too
+    if ten:
+        header.append(AVG_TITLE)
+        lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     for m in methods:
         row = [m]
         for t in tasks:
             rs = cells.get((m, t))
             row.append(fmt(mean_std([r["test"][metric_of[t]] for r in rs])) if rs else "-")
+        if ten:
+            row.append(table1_average(cells, m))
         lines.append("| " + " | ".join(row) + " |")
     splits = sorted({f"{TASK_TITLES.get(r.get('dataset'), r.get('dataset'))}: {r.get('test_split', '?')}"
                      for r in seed_level})
     md = "\n".join(lines) + ("\n\nmean ± std over seeds (sample std), ×100; reported split — " + "; ".join(splits) + "\n")
+    if ten:
+        md += (f"\n{AVG_TITLE}: the mean over MPQA, Subj, CR, MR, SST-2, QNLI, RTE, MRPC, STS-B, QQP of each task's "
+               "seed mean, on IDPG Table 1's scores (accuracy; MRPC / QQP mean of accuracy and F1; STS-B mean of "
+               "Pearson and Spearman), whatever the cell's selection metric; '-' until a method has all ten.\n")
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(["method", "task", "protocol", "selection", "test_split", "metric", "mean", "std", "n", "seeds"])
@@ -134,6 +151,19 @@ def results_tables(records: List[Dict]) -> Tuple[str, str]:
                         rs[0].get("test_split", ""), metric, f"{s['mean']:.6f}", f"{s['std']:.6f}", s["n"],
                         " ".join(str(r.get("seed", "")) for r in rs)])
     return md, buf.getvalue()
+
+
+def table1_average(cells: Dict[Tuple[str, str], List[Dict]], method: str) -> str:
+    """IDPG Table 1's Avg of ``method``: the mean of its ten task means on the paper's scores ('-' while a
+    task or that task's score is missing; then the count found, so a partial row is never read as the Avg)."""
+    means = []
+    for task, metric in IDPG_TABLE1.items():
+        rs = cells.get((method, task)) or []
+        if rs and all(metric in r["test"] for r in rs):
+            means.append(mean_std([r["test"][metric] for r in rs])["mean"])
+    if len(means) < len(IDPG_TABLE1):
+        return f"- ({len(means)}/{len(IDPG_TABLE1)} tasks)"
+    return f"{100 * sum(means) / len(means):.1f}"
 
 
 def sweep_series(records: List[Dict]) -> Dict[str, Dict]:

@@ -217,6 +217,9 @@ def load_config(path: str, overrides: Iterable[str] = (), notes: List[str] | Non
     check_protocol(config)
     check_train(config)
     check_init(config)
+    from .experiment import check_head
+
+    check_head(config)  # regression task vs head, before the head's own keys are checked
     _check_class_section(config, "template", template_name)
     _check_class_section(config, "verbalizer", verbalizer_name)
     from ..data.custom import normalise

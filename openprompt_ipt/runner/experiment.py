@@ -45,6 +45,16 @@ def stratified_split(examples: Sequence, fraction: float, seed: int):
     return train, dev
 
 
+def random_split(examples: Sequence, fraction: float, seed: int):
+    """(train, dev): a seeded random ``fraction`` to dev (regression scores have no classes to balance)."""
+    if not 0.0 < fraction < 1.0:
+        raise ValueError(f"dataset.dev_from_train must be in (0, 1), got {fraction}")
+    items = list(examples)
+    random.Random(seed).shuffle(items)
+    n_dev = max(1, round(len(items) * fraction)) if len(items) > 1 else 0
+    return items[n_dev:], items[:n_dev]
+
+
 def epochs_for_steps(max_steps: int, batches_per_epoch: int, accumulation: int = 1) -> int:
     """``train.max_steps`` optimizer steps as whole epochs, rounded up (at least one)."""
     if int(max_steps) < 1:
@@ -71,6 +81,8 @@ def _group_of(example):
 def held_out_split(examples: Sequence, fraction: float, seed: int):
     """(rest, held_out): label-stratified by ``seed``; for answer-level tasks (MultiRC) whole
     paragraphs go to one side, so no question is split across train and dev."""
+    if isinstance(examples[0].label, float):  # regression scores: no classes to stratify by
+        return random_split(examples, fraction, seed)
     if _group_of(examples[0]) is None:
         return stratified_split(examples, fraction, seed)
     if not 0.0 < fraction < 1.0:
@@ -170,6 +182,33 @@ def check_label_words(cfg: Dict, labels: Sequence[str]) -> None:
                          f"'{cfg['dataset']['name']}' has {len(labels)} labels {list(labels)}")
 
 
+CLASSIFYING_KEYS = ("label_words", "classes")
+
+
+def check_head(cfg: Dict) -> None:
+    """A regression task (STS-B, text_pair_regression) needs ``verbalizer: regression_head`` and no label
+    words; a classification task must not use it. One line each, at load time (``load_config``)."""
+    from ..data.custom import GENERIC, REGRESSION
+    from ..data.tasks import TASKS
+
+    name, verbalizer = cfg["dataset"]["name"], cfg["verbalizer"]
+    if name not in TASKS and name not in GENERIC:
+        return  # unknown names fail in get_task, with the valid list
+    regression = name in REGRESSION or (name in TASKS and TASKS[name].regression)
+    section = cfg.get(verbalizer) or {}
+    if regression and verbalizer != "regression_head":
+        raise ValueError(f"{name} is a regression task (a real-valued score per example) but verbalizer: {verbalizer} "
+                         "classifies: set verbalizer: regression_head (one output on [CLS], MSE)")
+    if regression:
+        given = [k for k in CLASSIFYING_KEYS if section.get(k) is not None]
+        if given:
+            raise ValueError(f"regression_head.{given[0]}: {name} is a regression task with no classes: "
+                             f"remove {verbalizer}.{given[0]}")
+    elif verbalizer == "regression_head":
+        raise ValueError(f"verbalizer: regression_head predicts one real-valued score, but {name} is a classification "
+                         "task: use cls_head (or soft_verbalizer / manual_verbalizer with label_words)")
+
+
 def build_model(cfg: Dict, train_examples, num_classes: int, labels: Sequence[str] | None = None):
     from openprompt import PromptForClassification
     from openprompt.prompts import load_template, load_verbalizer
@@ -177,7 +216,8 @@ def build_model(cfg: Dict, train_examples, num_classes: int, labels: Sequence[st
 
     from .plm import load_backbone
 
-    check_label_words(cfg, labels if labels is not None else [str(i) for i in range(num_classes)])
+    if cfg["verbalizer"] != "regression_head":  # one score: no label words to count
+        check_label_words(cfg, labels if labels is not None else [str(i) for i in range(num_classes)])
     model, tokenizer, wrapper_class = load_backbone(cfg["plm"]["model_path"], cfg["plm"].get("model_name"))
     section = dict(cfg.get(cfg["template"]) or {})
     if cfg["train"].get("vocab_rows") == "seen":  # restrict vocab tables to ids the training text uses
@@ -279,7 +319,9 @@ def run_experiment(cfg: Dict, root: str | None = None, output_dir: str | None = 
     if cfg["train"]["metric"] not in task.metrics:
         raise ValueError(f"train.metric '{cfg['train']['metric']}' is not reported for {task.name}: "
                          f"choose one of {list(task.metrics)}")
-    check_label_words(cfg, task.labels)
+    check_head(cfg)
+    if not task.regression:
+        check_label_words(cfg, task.labels)
     if build is None and not (cfg.get("peer") or {}).get("method"):
         from ..backbones import ensure_available  # offline without the backbone: one line before the data loads
 
@@ -287,7 +329,8 @@ def run_experiment(cfg: Dict, root: str | None = None, output_dir: str | None = 
     train, dev, test, labels = splits if splits is not None else load_task(cfg, root)
     if build is None and (cfg.get("peer") or {}).get("method"):  # a `peer:` section: Adapter, Compacter, LoRA
         from .peers import build_peer as build
-    model, tokenizer, wrapper_class = (build or build_model)(cfg, train, len(labels), labels)
+    n_outputs = 1 if task.regression else len(labels)
+    model, tokenizer, wrapper_class = (build or build_model)(cfg, train, n_outputs, labels)
     started_from = {}
     if cfg.get("init_prompt_from"):  # PPT: the task-level prompt / prefix from a pre-training export
         from .init_prompt import init_prompt_from
@@ -321,6 +364,9 @@ def run_experiment(cfg: Dict, root: str | None = None, output_dir: str | None = 
     train_from = cfg["dataset"].get("train_from") or "train"
     reported = (f"{train_from} held out" if SPLIT_ALIASES.get(train_from, train_from) == task.test_split  # load_task
                 else {"validation": "official val", "test": "test"}[task.test_split])
+    carved = (test[0].meta or {}).get("carved_from") if test else None
+    if carved:  # QQP offline: no official dev (Task.carved_test)
+        reported = f"{len(test):,} rows carved from {carved} (no official {task.test_split} offline)"
     result = {"dataset": cfg["dataset"]["name"], "template": cfg["template"], "test_split": reported,
               "metrics": list(task.metrics),
               "strategy": strategy_of(cfg), "method": method or paper_method_name(cfg), "backbone": cfg["plm"]["model_path"],
@@ -345,7 +391,9 @@ def format_result(result: Dict) -> str:
     t, d = result["test"], result["best_dev"]
     tr = result["trainable"]
     names = result.get("metrics", ["accuracy", "macro_f1"])
-    titles = {"accuracy": "accuracy", "macro_f1": "macro-F1", "f1a": "F1a", "em": "EM"}
+    titles = {"accuracy": "accuracy", "macro_f1": "macro-F1", "f1a": "F1a", "em": "EM", "f1": "F1",
+              "acc_and_f1": "mean(acc, F1)", "pearson_spearman": "mean(Pearson, Spearman)", "pearson": "Pearson",
+              "spearman": "Spearman"}
     rows = [("split", *(titles.get(m, m) for m in names), "n"),
             ("dev (selection)", *(f"{d[m]:.4f}" for m in names), str(result["sizes"]["dev"])),
             (f"test ({result.get('test_split', 'official val')})", *(f"{t[m]:.4f}" for m in names),

@@ -6,7 +6,8 @@ reads ``config.json``, loads the backbone from ``plm.model_path``, rebuilds the 
 verbalizer from the config, then loads ``best.safetensors`` (every trained parameter of the
 selected epoch: prompt, head, and the PLM when it was fine-tuned). ``Predictor.predict(rows)`` takes
 rows in the task's own format (dicts, e.g. CB ``{"premise", "hypothesis"}``; a label is optional) and
-returns ``{"guid", "label", "probabilities"}`` per example.
+returns ``{"guid", "label", "probabilities"}`` per example; a regression run (STS-B, ``regression_head``)
+returns ``{"guid", "score"}``, the score on the task's own scale (STS-B: 0-5).
 """
 from __future__ import annotations
 
@@ -65,8 +66,9 @@ class Predictor:
             expanded = [task._fields(row, i)] if task.expand is None else task.expand(row, i)
             for guid, text_a, text_b, raw, meta in expanded:
                 label = task.label_id(raw, 0, name) if raw is not None else None
-                out.append(InputExample(guid=str(guid), text_a=text_a, text_b=text_b,
-                                        label=0 if label is None else label, meta=meta))
+                if label is None:
+                    label = 0.0 if task.regression else 0
+                out.append(InputExample(guid=str(guid), text_a=text_a, text_b=text_b, label=label, meta=meta))
         if bad and on_bad_row is None:
             raise BadRows(bad, f"{len(bad)} of {len(rows)} input rows have no usable text: fix them (every text a "
                                "non-empty string), or leave them out (experiments/predict.py --skip-bad-rows)")
@@ -85,6 +87,11 @@ class Predictor:
         feats = encode_examples(exs, self.model.template, self.wrapper, desc="predict")
         loader = make_loader(feats, batch_size or self.cfg["test"]["batch_size"], self.tokenizer.pad_token_id or 0)
         self.model.eval()
+        if self.task.regression:
+            scores = []
+            for batch in loader:
+                scores += self.model(to_device(batch, self.device)).float().squeeze(-1).tolist()
+            return [{"guid": ex.guid, "score": self.task.unscale(v)} for ex, v in zip(exs, scores)]
         probs = []
         for batch in loader:
             probs += torch.softmax(self.model(to_device(batch, self.device)).float(), -1).tolist()
@@ -111,19 +118,20 @@ def load_run(run_dir: str, device: str = "cpu") -> Predictor:
     cfg = read_json(cfg_path, retrain)
     from ..data import get_task
 
-    labels = list(get_task(cfg["dataset"]["name"], cfg["dataset"]).labels)
+    task = get_task(cfg["dataset"]["name"], cfg["dataset"])
+    labels, n_outputs = list(task.labels), task.num_outputs
     template_dir = os.path.join(run_dir, "template")
     if os.path.isdir(template_dir):
         model, tokenizer, wrapper_class = load_backbone(cfg["plm"]["model_path"])
         template = TEMPLATE_CLASS[cfg["template"]].from_pretrained(template_dir, model, tokenizer)
         node = CfgNode({"verbalizer": cfg["verbalizer"],
-                        cfg["verbalizer"]: {"num_classes": len(labels), **(cfg.get(cfg["verbalizer"]) or {})}},
+                        cfg["verbalizer"]: {"num_classes": n_outputs, **(cfg.get(cfg["verbalizer"]) or {})}},
                        new_allowed=True)
         verbalizer = load_verbalizer(node, model=model, tokenizer=tokenizer)
         freeze = bool(cfg["plm"]["freeze"])
         prompt_model = PromptForClassification(model, template, verbalizer, freeze_plm=freeze, plm_eval_mode=freeze)
     else:  # templates without save_pretrained: rebuilt from the config alone
-        prompt_model, tokenizer, wrapper_class = build_model(cfg, [], len(labels), labels)
+        prompt_model, tokenizer, wrapper_class = build_model(cfg, [], n_outputs, labels)
     load_trainable(prompt_model, weights, retrain)
     n_prefix = getattr(prompt_model.template, "n_prefix", 0)
     max_len = min(int(cfg["plm"]["max_seq_length"]), max_positions(prompt_model.plm.config) - n_prefix)

@@ -25,7 +25,7 @@ from ..serialization import trainable_state
 from .checkpoint import Progress, checkpoint_root, latest_checkpoint, load_checkpoint, rng_state, save_checkpoint, set_rng_state
 from .distributed import Runtime, mark_sparse
 from .logs import RunLogger
-from .metrics import METRICS, answer_metrics, classification_metrics
+from .metrics import METRICS, answer_metrics, binary_metrics, classification_metrics, regression_metrics
 from .optim import build_optimizers, check_optimizer_settings, clip_grad_norm, linear_warmup, resolve_warmup, split_counts
 from .row_sparse_adam import RowSparseAdam
 
@@ -71,12 +71,30 @@ def to_device(batch: Dict, device: torch.device) -> Dict:
     return {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
 
 
+def is_regression(model) -> bool:
+    """Whether ``model``'s head predicts one real-valued score (``regression_head``) instead of classes."""
+    return bool(getattr(getattr(model, "verbalizer", None), "regression", False))
+
+
+def task_loss(logits: torch.Tensor, labels: torch.Tensor, regression: bool, reduction: str = "mean") -> torch.Tensor:
+    """Cross-entropy over classes, or (regression) the mean squared error of the one output, as fairseq's
+    sentence_prediction criterion with --regression-target (the IDPG authors' STS-B)."""
+    if regression:
+        return F.mse_loss(logits.squeeze(-1), labels.float(), reduction=reduction)
+    return F.cross_entropy(logits, labels, reduction=reduction)
+
+
+def predictions(logits: torch.Tensor, regression: bool) -> List:
+    return logits.squeeze(-1).tolist() if regression else logits.argmax(-1).tolist()
+
+
 @torch.no_grad()
 def evaluate(model, loader, device=None, desc: str = "eval", show_progress: bool = True,
              runtime: Optional[Runtime] = None) -> Dict[str, float]:
     """Metrics over ``loader``; with several processes each evaluates its slice of every batch and the
     outputs are gathered in batch order (disjoint slices: nothing is counted twice)."""
     device = device or (runtime.device if runtime else next(model.parameters()).device)
+    regression = is_regression(model)
     was_training = model.training
     model.eval()
     parts = []
@@ -88,8 +106,8 @@ def evaluate(model, loader, device=None, desc: str = "eval", show_progress: bool
         batch = to_device(batch, device)
         with runtime.autocast() if runtime else contextlib.nullcontext():
             logits = model(batch).float()
-        parts.append((i, F.cross_entropy(logits, batch["label"], reduction="sum").item(), batch["label"].tolist(),
-                      logits.argmax(-1).tolist(), list(batch.get("group") or [])))
+        parts.append((i, task_loss(logits, batch["label"], regression, reduction="sum").item(), batch["label"].tolist(),
+                      predictions(logits, regression), list(batch.get("group") or []), logits.size(-1)))
     model.train(was_training)
     if runtime is not None and runtime.world_size > 1:
         parts = runtime.gather_objects(parts)
@@ -98,7 +116,13 @@ def evaluate(model, loader, device=None, desc: str = "eval", show_progress: bool
     labels = [y for p in parts for y in p[2]]
     preds = [y for p in parts for y in p[3]]
     groups = [g for p in parts for g in p[4]]
-    metrics = classification_metrics(labels, preds)
+    n_outputs = max((p[5] for p in parts), default=0)  # from the gathered parts: the same on every process
+    if regression:
+        metrics = regression_metrics(labels, preds)
+    else:
+        metrics = classification_metrics(labels, preds)
+        if n_outputs == 2:  # binary tasks: F1 of class 1 and the mean of accuracy and F1 (MRPC / QQP)
+            metrics.update(binary_metrics(labels, preds))
     if groups:  # answer-level tasks (MultiRC): F1a over answers, EM over questions
         metrics.update(answer_metrics(labels, preds, groups))
     metrics["loss"] = sum(p[1] for p in parts) / max(1, len(labels))
@@ -154,6 +178,7 @@ class Trainer:
         mark_sparse([p for opt in optimizers if isinstance(opt, RowSparseAdam) for g in opt.param_groups for p in g["params"]])
         scaler = rt.grad_scaler()
         gen = getattr(train_loader, "generator", None)
+        regression = is_regression(self.model)
         progress, pending_rng = Progress(), None
         resumed_from = None
         if resume:
@@ -214,9 +239,9 @@ class Trainer:
                         with rt.autocast():
                             logits = self.model(local).float()
                         if rt.world_size == 1:
-                            loss = F.cross_entropy(logits, local["label"])
+                            loss = task_loss(logits, local["label"], regression)
                         else:  # sum over the slice / global batch: all-reduced grads = the global mean's
-                            loss = F.cross_entropy(logits, local["label"], reduction="sum") / n_global
+                            loss = task_loss(logits, local["label"], regression, reduction="sum") / n_global
                         loss_value = loss.item()
                     loss_value = rt.sum(loss_value)
                     if not math.isfinite(loss_value):
@@ -270,9 +295,9 @@ class Trainer:
                 self._checkpoint(optimizers, schedulers, scaler, Progress(epoch + 1, 0, step_no, 0.0),
                                  gen.get_state() if gen is not None else None)
                 if verbose:
-                    extra = "".join(f" | dev {k} {dev[k]:.4f}" for k in ("f1a", "em") if k in dev)
-                    print(f"epoch {epoch:3d} | train loss {record['train_loss']:.4f} | dev acc {dev['accuracy']:.4f} "
-                          f"| dev macro-F1 {dev['macro_f1']:.4f}{extra}{'  *best' if improved else ''}")
+                    shown = ("pearson", "spearman") if regression else ("accuracy", "macro_f1", "f1a", "em")
+                    extra = "".join(f" | dev {k} {dev[k]:.4f}" for k in dict.fromkeys((*shown, cfg.metric)) if k in dev)
+                    print(f"epoch {epoch:3d} | train loss {record['train_loss']:.4f}{extra}{'  *best' if improved else ''}")
         finally:
             logger.close()
         self.info.update(optimizer_steps=step_no,

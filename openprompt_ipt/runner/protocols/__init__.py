@@ -59,7 +59,13 @@ def make_splits(cfg: Dict, root: str) -> Splits:
     itself under ``selection: on_eval_set``."""
     from ..experiment import data_source, load_task
 
+    from ...data.lookup import get_task
+
     proto, seed = cfg["protocol"], int(cfg["seed"])
+    task = get_task(cfg["dataset"]["name"], cfg["dataset"])
+    if proto["name"] == "few_shot" and task.regression:
+        raise ValueError(f"protocol few_shot samples K examples per label, and {task.name} is a regression task "
+                         "(no labels): use protocol.name: low_resource (K examples at random)")
     where = data_source(cfg, root)
     if proto["name"] == "full":
         train, dev, test, labels = load_task(cfg, root, where)
@@ -75,4 +81,5 @@ def make_splits(cfg: Dict, root: str) -> Splits:
             train, dev = low_resource_splits(pool, int(proto["k"]), int(proto["dev_size"]), seed)
     if cfg["selection"] == "on_eval_set":
         dev = list(test)
-    return Splits(list(train), list(dev), list(test), list(labels), where.describe(cfg["dataset"]["name"]))
+    line = where.describe(cfg["dataset"]["name"]) + (task.offline_note(where.path) if where.is_local else "")
+    return Splits(list(train), list(dev), list(test), list(labels), line)
