@@ -42,6 +42,9 @@ def test_efficiency_benchmark_smoke(tmp_path, capsys):
 
 
 def test_efficiency_benchmark_bf16_autocast_runs_every_kind_of_injection(tmp_path, monkeypatch):
+    from helpers import cpu_without_bf16_lstm
+
+    cpu_without_bf16_lstm(monkeypatch)  # the same on every CPU: as if oneDNN had no bf16 LSTM (AVX2-only)
     model, tok = conftest._bert(str(tmp_path))
     ckpt = tmp_path / "bert"
     model.save_pretrained(str(ckpt))
