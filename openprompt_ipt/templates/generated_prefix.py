@@ -99,7 +99,10 @@ class GeneratedPrefixTemplate(TrainedTemplateMixin, MixedTemplate):
         input_ids, attention_mask = batch["input_ids"], batch["attention_mask"]
         parts = field(batch, "text_part_ids")
         content = content_mask(batch, "text_part_ids")
-        batch = super().process_batch(batch)  # hard + {"soft"} tokens -> inputs_embeds
+        if self.num_soft_token:
+            batch = super().process_batch(batch)  # hard + {"soft"} tokens -> inputs_embeds
+        else:  # no {"soft"} tokens: MixedTemplate's second lookup and torch.where would change nothing
+            batch["inputs_embeds"], batch["input_ids"] = self.raw_embedding(input_ids), None
         state = self.generator.begin(InstanceInputs(input_ids, attention_mask, content, parts))
         provider = lambda s, previous=None: self.generator.slot(state, s, previous)  # noqa: E731
         uses_previous = self.generator.uses_previous
