@@ -364,3 +364,16 @@ def test_plot_prompt_length_puts_both_sweeps_on_prompt_positions(tmp_path, capsy
     err = capsys.readouterr().err
     assert "not an instance_wise run" in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "bad.md").exists() and not (tmp_path / "bad.png").exists()
+
+
+def test_paired_ratios_take_each_rounds_median_and_count_the_rounds_at_or_below_one():
+    bench = _load("efficiency")
+    # 4 rounds x 3 steps; round 2 is slow for both (machine load): a per-round ratio does not care
+    ours = [1.0, 1.1, 0.9, 2.0, 2.2, 1.8, 1.0, 1.0, 1.0, 0.95, 0.95, 0.95]
+    peft = [1.0, 1.0, 1.0, 2.0, 2.0, 2.0, 0.9, 0.9, 0.9, 1.0, 1.0, 1.0]
+    lines = bench.paired_ratios({"P-tuning v2": ours, "PEFT prefix tuning": peft, "Prompt Tuning": ours}, steps=3)
+    row = next(line for line in lines if line.startswith("| P-tuning v2 / PEFT prefix tuning |"))
+    # per-round ratios 1.0, 1.0, 1.111, 0.95 -> median 1.0, three of four at or below 1.0
+    assert "| 1.000 (IQR" in row and row.endswith("| 3 of 4 |")
+    assert not any("Prompt Tuning / PEFT prompt tuning" in line for line in lines)  # its peer was not timed
+    assert bench.paired_ratios({"P-tuning v2": ours}, steps=3) == []
