@@ -70,6 +70,33 @@ METHODS = {
 }
 
 
+# our method -> its PEFT peer (same work: tests/test_benchmarks.py checks the FLOPs)
+PEFT_PEERS = {"Prompt Tuning": "PEFT prompt tuning", "P-tuning v2": "PEFT prefix tuning"}
+
+
+def paired_ratios(times, steps: int):
+    """ours / PEFT's step time, per round (the median of each side's steps in that round, run minutes
+    apart at most), for every pair both timed: a median with its interquartile range over rounds says
+    more on a shared machine than a ratio of two medians."""
+    lines = []
+    for ours, peer in PEFT_PEERS.items():
+        if ours not in times or peer not in times:
+            continue
+        rounds = len(times[ours]) // steps
+        ratios = sorted(statistics.median(times[ours][r * steps:(r + 1) * steps]) /
+                        statistics.median(times[peer][r * steps:(r + 1) * steps]) for r in range(rounds))
+        spread = ""
+        if rounds >= 4:
+            q1, _, q3 = statistics.quantiles(ratios, n=4)
+            spread = f" (IQR {q1:.3f}–{q3:.3f})"
+        lines.append(f"| {ours} / {peer} | {statistics.median(ratios):.3f}{spread} | "
+                     f"{sum(r <= 1.0 for r in ratios)} of {rounds} |")
+    if not lines:
+        return []
+    return ["", "| ours / PEFT, per round | median of the rounds' ratios | rounds at or below 1.0 |",
+            "|---|---:|---:|", *lines]
+
+
 def table_file(tokenizer, dim: int) -> str:
     """An exported table if the pretraining ran, else a same-shaped one (timing does not care)."""
     exported = os.path.join("exports", "textcnn-minilm", "embedding.safetensors")
@@ -159,9 +186,9 @@ def long_examples(root, n):
 
 
 def optimizers_for(model, kind):
+    """The runner's optimizers for every method, the PEFT peer included (its prompt is the "prompt" group,
+    as in its accuracy row): the same AdamW with the same parameter groups on both sides."""
     from openprompt_ipt.training.optim import build_optimizers
-    if isinstance(model, PeftClassifier):
-        return [torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-3)]
     return build_optimizers(model, 1e-3, 1e-3, 1e-5)
 
 
@@ -317,8 +344,11 @@ def main(argv=None) -> int:
     runs, model, device = prepare(args, names)
     times = {n: [] for n in names}
     from tqdm.auto import tqdm
-    for _ in tqdm(range(args.rounds), desc="rounds"):
-        for name in names:  # interleaved: noise hits every method alike
+    load = [os.getloadavg()[0]]
+    for r in tqdm(range(args.rounds), desc="rounds"):
+        # interleaved, the order reversed every other round: machine noise and a method's place in the
+        # round hit every method alike
+        for name in (names if r % 2 == 0 else names[::-1]):
             m, batch, opts = runs[name]
             step = step_fn(m, opts, batch, batch["label"], args)
             step()  # warm-up (and, for cached [CLS], the one PLM pass that fills the cache)
@@ -328,6 +358,7 @@ def main(argv=None) -> int:
                 step()
                 sync(device)
                 times[name].append(time.perf_counter() - t0)
+    load.append(os.getloadavg()[0])
     infer = {}
     with torch.no_grad(), autocast(args):
         for name in names:
@@ -348,7 +379,8 @@ def main(argv=None) -> int:
     unit = "max allocated MB" if device.type == "cuda" else "peak RSS MB"
     lines = [f"backbone `{args.backbone}`, device {device}, batch {args.batch_size} x {args.seq_len} tokens, "
              f"{T} prompt positions, {args.rounds} rounds x {args.steps} steps (median), torch threads "
-             f"{torch.get_num_threads()}, mixed precision {args.mixed_precision}", "",
+             f"{torch.get_num_threads()}, mixed precision {args.mixed_precision}, load average {load[0]:.1f} at the "
+             f"start of the timed rounds and {load[1]:.1f} at their end ({os.cpu_count()} CPUs)", "",
              f"| method | trainable | step ms | × PT | GFLOP / step | × PT FLOPs | {unit} | × PT mem | inference ex/s |",
              "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     base_flops = flops.get("Prompt Tuning")
@@ -360,13 +392,14 @@ def main(argv=None) -> int:
         lines.append(f"| {n} | {trainable(runs[n][0]):,} | {ms:.{1 if ms < 100 else 0}f} | {ratio} | {flops[n] / 1e9:.4g} | {fratio} | "
                      f"{memory[n]:.0f} | "
                      f"{mratio} | {infer[n]:.1f} |")
+    lines += paired_ratios(times, args.steps)
     text = "\n".join(lines)
     print(text)
     if args.output:
         from openprompt_ipt.serialization import write_text_atomic
         write_text_atomic(args.output, text + "\n")
         write_text_atomic(os.path.splitext(args.output)[0] + ".json", json.dumps(
-            {"args": vars(args), "step_seconds": times, "flops": flops, "inference_ex_s": infer, "memory": memory}, indent=1))
+            {"args": vars(args), "load_average": load, "step_seconds": times, "flops": flops, "inference_ex_s": infer, "memory": memory}, indent=1))
     return 0
 
 

@@ -72,3 +72,20 @@ def interrupt_at_eval(monkeypatch, n: int = 2):
 
     monkeypatch.setattr(trainer_mod, "evaluate", dying_eval)
     return lambda: monkeypatch.setattr(trainer_mod, "evaluate", real_eval)
+
+
+ONEDNN_LSTM_ERROR = "could not create a primitive descriptor for the LSTM forward propagation primitive"
+
+
+def cpu_without_bf16_lstm(monkeypatch):
+    """Act like an AVX2-only CPU (no AVX-512), whatever this one is: oneDNN has no bf16 LSTM there, so an
+    LSTM kernel called while CPU bf16 autocast is on raises oneDNN's error."""
+    from torch.nn.modules import rnn
+
+    real = rnn._VF.lstm
+
+    def lstm(*args, **kwargs):
+        if torch.is_autocast_cpu_enabled() and torch.get_autocast_cpu_dtype() == torch.bfloat16:
+            raise RuntimeError(ONEDNN_LSTM_ERROR)
+        return real(*args, **kwargs)
+    monkeypatch.setattr(rnn._VF, "lstm", lstm)

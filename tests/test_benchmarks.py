@@ -42,6 +42,9 @@ def test_efficiency_benchmark_smoke(tmp_path, capsys):
 
 
 def test_efficiency_benchmark_bf16_autocast_runs_every_kind_of_injection(tmp_path, monkeypatch):
+    from helpers import cpu_without_bf16_lstm
+
+    cpu_without_bf16_lstm(monkeypatch)  # the same on every CPU: as if oneDNN had no bf16 LSTM (AVX2-only)
     model, tok = conftest._bert(str(tmp_path))
     ckpt = tmp_path / "bert"
     model.save_pretrained(str(ckpt))
@@ -385,3 +388,16 @@ def test_accuracy_resumes_a_run_killed_before_its_first_checkpoint_and_overwrite
     assert [s for _, s in bench.pending(group, out)] == [2, 2]
     assert bench.clear_group(group, out) == 2
     assert not os.path.exists(run) and not os.path.exists(done) and os.path.isfile(os.path.join(other, "metrics.json"))
+
+
+def test_paired_ratios_take_each_rounds_median_and_count_the_rounds_at_or_below_one():
+    bench = _load("efficiency")
+    # 4 rounds x 3 steps; round 2 is slow for both (machine load): a per-round ratio does not care
+    ours = [1.0, 1.1, 0.9, 2.0, 2.2, 1.8, 1.0, 1.0, 1.0, 0.95, 0.95, 0.95]
+    peft = [1.0, 1.0, 1.0, 2.0, 2.0, 2.0, 0.9, 0.9, 0.9, 1.0, 1.0, 1.0]
+    lines = bench.paired_ratios({"P-tuning v2": ours, "PEFT prefix tuning": peft, "Prompt Tuning": ours}, steps=3)
+    row = next(line for line in lines if line.startswith("| P-tuning v2 / PEFT prefix tuning |"))
+    # per-round ratios 1.0, 1.0, 1.111, 0.95 -> median 1.0, three of four at or below 1.0
+    assert "| 1.000 (IQR" in row and row.endswith("| 3 of 4 |")
+    assert not any("Prompt Tuning / PEFT prompt tuning" in line for line in lines)  # its peer was not timed
+    assert bench.paired_ratios({"P-tuning v2": ours}, steps=3) == []

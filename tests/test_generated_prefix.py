@@ -2,6 +2,7 @@
 import pytest
 import torch
 import transformers
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from helpers import batch_for, build_prefix, clone, examples
 from openprompt_ipt import GeneratedPrefixTemplate
@@ -130,6 +131,93 @@ def test_kv_hooks_equal_the_models_own_past_key_values_path(plm):
     mask = torch.cat([torch.ones(2, p, dtype=enc["attention_mask"].dtype), enc["attention_mask"]], 1)
     reference = model.base_model(input_ids=enc["input_ids"], attention_mask=mask, past_key_values=native)[0]
     assert torch.allclose(ours, reference, atol=1e-5)
+
+
+def _native_cache(kv, heads):
+    """(2L, B, p, H) prefix keys/values as the model's own past_key_values (4.x tuples, 5.x DynamicCache)."""
+    b, p = kv.shape[1:3]
+    per = [tuple(kv[2 * i + j].view(b, p, heads, -1).transpose(1, 2) for j in (0, 1)) for i in range(kv.size(0) // 2)]
+    if transformers.__version__.startswith("4."):
+        return tuple(per)
+    native = transformers.DynamicCache()
+    for i, (k, v) in enumerate(per):
+        native.update(k, v, i)
+    return native
+
+
+def _p_tuning_v2_and_reference(model, tok):
+    """P-tuning v2 through the whole template (padded batch) and the same prefix through the model's own
+    past_key_values path, read by the same SoftVerbalizer head."""
+    pm = build_prefix(model, tok, generator="prefix")
+    with torch.no_grad():
+        pm.template.generator.task.prompts.normal_()  # a prefix that moves the logits a lot
+    batch = batch_for(pm, tok, examples())
+    assert not batch["attention_mask"].bool().all()  # padding: the widened mask matters
+
+    def reference():
+        kv = pm.template.generator.task.prompts.unsqueeze(1).expand(-1, batch["input_ids"].size(0), -1, -1)
+        p = kv.size(2)
+        mask = torch.cat([torch.ones(kv.size(1), p, dtype=batch["attention_mask"].dtype), batch["attention_mask"]], 1)
+        hidden = model.base_model(input_ids=batch["input_ids"], attention_mask=mask,
+                                  past_key_values=_native_cache(kv, model.config.num_attention_heads))[0]
+        return pm.verbalizer.process_outputs(hidden[batch["loss_ids"] > 0], batch=batch)
+    return pm, batch, reference
+
+
+def test_p_tuning_v2_template_equals_the_models_own_past_key_values_path(plm):
+    model, tok = plm
+    pm, batch, reference = _p_tuning_v2_and_reference(model, tok)
+    model.eval()
+    with torch.no_grad():
+        ours, ref = pm(clone(batch)), reference()
+    assert torch.allclose(ours, ref, atol=1e-5)
+    assert not torch.allclose(ours, pm.verbalizer.process_outputs(
+        model.base_model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"])[0][batch["loss_ids"] > 0],
+        batch=batch), atol=1e-3)  # the prefix is really there
+
+
+class _Cats(TorchDispatchMode):
+    """(dtype, dims) of every aten.cat's result, below autocast: what the kernels really compute."""
+
+    def __init__(self):
+        super().__init__()
+        self.seen = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if func is torch.ops.aten.cat.default:
+            self.seen.append((out.dtype, out.dim()))
+        return out
+
+
+def test_kv_prefix_enters_in_the_autocast_dtype_and_equals_the_reference(plm):
+    """Under bf16 autocast the prefix is cast to the key projection's dtype: the cache joins bf16 with bf16
+    (an fp32 prefix made the cat upcast every layer's keys and values, and the attention cast them back),
+    with the same logits as the model's own past_key_values path under the same autocast."""
+    model, tok = plm
+    pm, batch, reference = _p_tuning_v2_and_reference(model, tok)
+    model.eval()
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        with _Cats() as cats:
+            ours = pm(clone(batch))
+        ref = reference()
+    kv_cats = [dtype for dtype, dims in cats.seen if dims == 4 and dtype.is_floating_point]  # (B, heads, p + n, d)
+    assert len(kv_cats) == 2 * model.config.num_hidden_layers and set(kv_cats) == {torch.bfloat16}, kv_cats
+    # the prefix is rounded to bf16 once either way (here before the cat, there by the attention's autocast)
+    assert torch.equal(ours, ref)
+
+
+def test_kv_mask_is_widened_once_per_forward(bert, monkeypatch):
+    from openprompt_ipt.injection import encoder_hooks
+
+    model, tok = bert
+    pm, batch, _ = _p_tuning_v2_and_reference(model, tok)
+    calls = []
+    real = encoder_hooks.pad_attention_mask
+    monkeypatch.setattr(encoder_hooks, "pad_attention_mask", lambda *a, **k: calls.append(1) or real(*a, **k))
+    pm(clone(batch))
+    pm(clone(batch))
+    assert model.config.num_hidden_layers > 1 and len(calls) == 2
 
 
 def _slot_prompts(pm, tok, exs):

@@ -80,3 +80,25 @@ def test_row_sparse_adam_matches_sparse_adam_and_keeps_state_for_touched_rows_on
             opt.step()
     assert torch.allclose(a.weight, b.weight, atol=1e-6)
     assert RowSparseAdam.rows_with_state(opt_a) == 5  # rows 1, 2, 3, 4, 9
+
+
+def test_lstm_encoder_runs_in_fp32_under_cpu_bf16_autocast(monkeypatch):
+    """On a CPU without AVX-512 oneDNN cannot run a bf16 LSTM (issue #32): the LSTM body leaves autocast
+    for its recurrence (fp32), the head after it is autocast again, and gradients reach every weight."""
+    from helpers import cpu_without_bf16_lstm
+
+    cpu_without_bf16_lstm(monkeypatch)
+    enc = PromptEncoder(EncoderConfig(name="lstm", input_dim=10, hidden=6), prompt_length=3, output_dim=8)
+    mask = torch.ones(2, 7, dtype=torch.bool)
+    mask[1, 4:] = False
+    x = torch.randn(2, 7, 10)
+    seen = []
+    enc.body.lstm.register_forward_hook(lambda m, i, o: seen.append(o[0].data.dtype))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = enc(x, mask)
+    assert seen == [torch.float32] and out.dtype == torch.bfloat16 and out.shape == (2, 3, 8)
+    out.float().sum().backward()
+    assert all(p.grad is not None for p in enc.parameters())
+    # outside autocast nothing changes
+    enc.zero_grad()
+    assert enc(x, mask).dtype == torch.float32

@@ -14,6 +14,7 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
+from ..precision import autocast_dtype
 from .pooling import pool_to_length
 
 
@@ -49,7 +50,12 @@ class TextCNNBody(nn.Module):
 
 
 class LSTMBody(nn.Module):
-    """Three stacked bidirectional LSTM layers over the valid tokens only (packed)."""
+    """Three stacked bidirectional LSTM layers over the valid tokens only (packed).
+
+    Under CPU autocast the recurrence runs in fp32: oneDNN has no bf16 LSTM on CPUs without AVX-512 (it
+    raises "could not create a primitive descriptor for the LSTM forward propagation primitive"), and where
+    it runs, the packed path re-casts the weights to bf16 at every time step. What follows (the head) is
+    autocast again. GPUs keep autocast (cuDNN runs bf16 / fp16 LSTMs)."""
 
     def __init__(self, cfg: EncoderConfig):
         super().__init__()
@@ -58,6 +64,12 @@ class LSTMBody(nn.Module):
         self.out_dim = 2 * cfg.hidden
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        if x.device.type == "cpu" and autocast_dtype("cpu") is not None:
+            with torch.autocast("cpu", enabled=False):
+                return self._recur(x.float(), mask)
+        return self._recur(x, mask)
+
+    def _recur(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         lengths = mask.sum(dim=1).clamp(min=1).cpu()
         packed = pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
         out, _ = self.lstm(packed)

@@ -102,14 +102,14 @@ class IPTPrefixGenerator(LayerPromptGenerator):
 
     def begin(self, inputs):
         g = self.instance(inputs.input_ids, inputs.content_mask, inputs.attention_mask)  # (B, k, d)
-        state = {"task": self.task(), "g": g, "batch": inputs.batch_size}
+        state = {"task": self.task().unbind(0), "g": g, "batch": inputs.batch_size}  # one stack in backward
         if self.projection is not None:
             b, k, d = g.shape
             state["per_slot"] = self.projection(g).view(b, k, self.ctx.slots, d)
         return state
 
     def slot(self, state, s, previous=None):
-        task = state["task"][s].unsqueeze(0).expand(state["batch"], -1, -1)
+        task = state["task"][s].expand(state["batch"], -1, -1)
         if self.projection is not None:
             return torch.cat([task, state["per_slot"][:, :, s]], dim=1)
         if s < (2 if self.ctx.injection == "kv" else 1):  # layer 0's key and value / the input slot

@@ -53,7 +53,9 @@ class PrefixGenerator(LayerPromptGenerator):
         return self.ctx.prompt_length
 
     def begin(self, inputs):
-        return {"prompts": self.task(), "batch": inputs.batch_size}
+        # unbound once: the backward stacks the slots' gradients in one op, where indexing per slot would
+        # scatter each into a zero tensor of the whole table and sum 2L of them
+        return {"prompts": self.task().unbind(0), "batch": inputs.batch_size}
 
     def slot(self, state, s, previous=None):
-        return state["prompts"][s].unsqueeze(0).expand(state["batch"], -1, -1)
+        return state["prompts"][s].expand(state["batch"], -1, -1)

@@ -4,8 +4,10 @@
 T5/GPT-2, so prompts reach the inner layers here:
 
 * ``kv``     -- a pre-hook on every self-attention module hands it prefix keys/values (a
-  ``(k, v)`` tuple on transformers 4.x, a ``DynamicCache`` on 5.x) and widens its attention mask by
-  the prefix length: Prefix Tuning / P-tuning v2.
+  ``(k, v)`` tuple on transformers 4.x, a ``LayerPrefix`` cache on 5.x) and widens its attention mask by
+  the prefix length: Prefix Tuning / P-tuning v2. The prefix enters in the dtype the key projection
+  gives (bf16 under bf16 autocast), so the cache's concatenation and the attention run without casts; the
+  widened mask is built once per forward and reused by every layer.
 * ``hidden`` -- a pre-hook on every block i >= 1 writes that layer's prompt vectors into the
   dedicated prompt positions of its input hidden states (replace or add); layer 0's prompt was
   spliced into the input embeddings by the template: deep prompt tuning / M-IDPG.
@@ -25,6 +27,7 @@ from typing import Callable, Optional
 import torch
 from torch import nn
 
+from ..precision import autocast_dtype
 from .layout import find_layout
 
 # provider(slot, previous_first_token_state or None) -> (batch, positions, hidden)
@@ -39,7 +42,8 @@ class InjectionPlan:
     positions: Optional[torch.Tensor] = None    # hidden: (B, t) prompt positions in the sequence
     hidden_mode: str = "replace"                # hidden: "replace" | "add"
     prefix_mask: Optional[torch.Tensor] = None  # kv: (B, p) 1 = attend to this prefix slot
-    cache: object = None
+    cache: object = None                        # unused since LayerPrefix (kept: a public field)
+    widened: object = None                      # kv: (layer mask, n, p, widened mask) of the current forward
 
 
 def pad_attention_mask(mask, p: int, prefix_mask, batch: int, ref: torch.Tensor):
@@ -64,23 +68,52 @@ def pad_attention_mask(mask, p: int, prefix_mask, batch: int, ref: torch.Tensor)
     return torch.cat([pad, mask], dim=-1)
 
 
+class LayerPrefix:
+    """One layer's prefix keys/values, handed to its self-attention as the cache (transformers 5.x), which
+    calls only ``update``: the prefix is joined to the layer's keys/values in one cat. (An empty
+    ``DynamicCache`` first copied each prefix into itself, one more cat per key and value per layer.)"""
+
+    def __init__(self, keys: torch.Tensor, values: torch.Tensor):
+        self.keys, self.values = keys, values
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
+        return torch.cat([self.keys, key_states], dim=-2), torch.cat([self.values, value_states], dim=-2)
+
+    def get_seq_length(self, *args, **kwargs) -> int:
+        return self.keys.size(-2)
+
+
+_POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+
+
+def positional_index(signature: inspect.Signature, name: str) -> Optional[int]:
+    """Where ``name`` sits among a call's positional arguments; None if it can only be a keyword."""
+    for index, (param, spec) in enumerate(signature.parameters.items()):
+        if spec.kind not in _POSITIONAL:
+            return None
+        if param == name:
+            return index
+    return None
+
+
 class LayerPromptInjector:
     def __init__(self, model: nn.Module):
         self.layout = find_layout(model)
         self.plan: Optional[InjectionPlan] = None
         self.handles = []
-        self._signatures = {}
+        # per layer: the positional index of each argument the kv hook reads or replaces (None: keyword), found
+        # once here, so a forward pays no inspect.Signature.bind per layer
+        self._arg_index = {}
+        names = ("hidden_states", "attention_mask", self.layout.cache_arg)
         for i, (layer, attention) in enumerate(zip(self.layout.layers, self.layout.attentions)):
-            self._signatures[i] = inspect.signature(attention.forward)
+            signature = inspect.signature(attention.forward)
+            self._arg_index[i] = {name: positional_index(signature, name) for name in names}
             self.handles.append(attention.register_forward_pre_hook(partial(self._kv_hook, i), with_kwargs=True))
             if i > 0:
                 self.handles.append(layer.register_forward_pre_hook(partial(self._hidden_hook, i), with_kwargs=True))
 
     # ---- arming -------------------------------------------------------------------------------
     def arm(self, plan: InjectionPlan) -> None:
-        if plan.mode == "kv" and self.layout.cache_style == "cache":
-            from transformers import DynamicCache
-            plan.cache = DynamicCache()
         self.plan = plan
 
     def disarm(self) -> None:
@@ -108,22 +141,45 @@ class LayerPromptInjector:
         plan = self.plan
         if plan is None or plan.mode != "kv":
             return None
-        bound = self._signatures[i].bind(*args, **kwargs)
-        hs = bound.arguments["hidden_states"]
+        where, args, kwargs = self._arg_index[i], list(args), dict(kwargs)
+
+        def get(name):
+            j = where[name]
+            return args[j] if j is not None and j < len(args) else kwargs.get(name)
+
+        def put(name, value):
+            j = where[name]
+            if j is not None and j < len(args):
+                args[j] = value
+            else:
+                kwargs[name] = value
+        hs = get("hidden_states")
         previous = hs[:, 0] if plan.uses_previous and i > 0 else None
         k, v = plan.provider(2 * i, previous), plan.provider(2 * i + 1, previous)
         b, p, _ = k.shape
         heads, dim = self.layout.num_heads, self.layout.head_dim
-        k = k.to(hs.dtype).reshape(b, p, heads, dim).transpose(1, 2)
-        v = v.to(hs.dtype).reshape(b, p, heads, dim).transpose(1, 2)
-        bound.arguments["attention_mask"] = pad_attention_mask(
-            bound.arguments.get("attention_mask"), p, plan.prefix_mask, b, hs)
+        # the key projection's dtype: under autocast that is the autocast dtype, not the (fp32) residual
+        # stream's; an fp32 prefix would make the cache's cat upcast the keys and the attention cast them back
+        dtype = autocast_dtype(hs.device.type) or hs.dtype
+        k = k.to(dtype).reshape(b, p, heads, dim).transpose(1, 2)
+        v = v.to(dtype).reshape(b, p, heads, dim).transpose(1, 2)
+        put("attention_mask", self._widened_mask(plan, get("attention_mask"), p, b, hs))
         if self.layout.cache_style == "tuple":
-            bound.arguments[self.layout.cache_arg] = (k, v)
+            put(self.layout.cache_arg, (k, v))
         else:
-            plan.cache.update(k, v, getattr(module, "layer_idx", i))
-            bound.arguments[self.layout.cache_arg] = plan.cache
-        return bound.args, bound.kwargs
+            put(self.layout.cache_arg, LayerPrefix(k, v))
+        return tuple(args), kwargs
+
+    @staticmethod
+    def _widened_mask(plan: InjectionPlan, mask, p: int, b: int, hs: torch.Tensor):
+        """Every layer of one forward gets the same mask object: widen it once, reuse it for the other layers."""
+        n = hs.size(1)
+        cached = plan.widened
+        if cached is not None and cached[0] is mask and cached[1:3] == (n, p):
+            return cached[3]
+        widened = pad_attention_mask(mask, p, plan.prefix_mask, b, hs)
+        plan.widened = (mask, n, p, widened)
+        return widened
 
     def _hidden_hook(self, i: int, module, args, kwargs):
         plan = self.plan
