@@ -21,17 +21,22 @@ def tiny_model_dir(tmp_path_factory):
     return os.path.join(d, "bert")
 
 
+def tiny_raw(model_dir, data_dir, **train):
+    """The sections of a tiny CB run as a YAML would hold them."""
+    return {"dataset": {"name": "cb", "path": data_dir, "dev_from_train": 0.25},
+            "plm": {"model_path": model_dir, "freeze": True, "max_seq_length": 64},
+            "template": "instance_wise",
+            "instance_wise": {"text": '{"placeholder":"text_a"} question: {"placeholder":"text_b"} ? {"mask"} .',
+                              "strategy": "random", "prompt_length": 2},
+            "soft_verbalizer": {"label_words": [["yes"], ["no"], ["maybe"]]},
+            "train": {"epochs": 2, "batch_size": 4, "lr_prompt": 0.05, "lr_head": 0.05, "device": "cpu", **train},
+            "test": {"batch_size": 4}, "seed": 3}
+
+
 def tiny_cfg(model_dir, data_dir, **train):
     from openprompt_ipt.runner.config import DEFAULTS, merge_config
 
-    raw = {"dataset": {"name": "cb", "path": data_dir, "dev_from_train": 0.25},
-           "plm": {"model_path": model_dir, "freeze": True, "max_seq_length": 64},
-           "template": "instance_wise",
-           "instance_wise": {"text": '{"placeholder":"text_a"} question: {"placeholder":"text_b"} ? {"mask"} .',
-                             "strategy": "random", "prompt_length": 2},
-           "soft_verbalizer": {"label_words": [["yes"], ["no"], ["maybe"]]},
-           "train": {"epochs": 2, "batch_size": 4, "lr_prompt": 0.05, "lr_head": 0.05, "device": "cpu", **train},
-           "test": {"batch_size": 4}, "seed": 3}
+    raw = tiny_raw(model_dir, data_dir, **train)
     return merge_config(DEFAULTS, raw, "", {"instance_wise": raw["instance_wise"], "soft_verbalizer": raw["soft_verbalizer"]})
 
 
@@ -108,14 +113,7 @@ def test_runner_resume_equals_uninterrupted_and_rejects_changed_config(tiny_mode
 def write_tiny_yaml(tmp_path, model_dir, data_dir, name="tiny"):
     import yaml
 
-    raw = {"dataset": {"name": "cb", "path": data_dir, "dev_from_train": 0.25},
-           "plm": {"model_path": model_dir, "freeze": True, "max_seq_length": 64},
-           "template": "instance_wise",
-           "instance_wise": {"text": '{"placeholder":"text_a"} question: {"placeholder":"text_b"} ? {"mask"} .',
-                             "strategy": "random", "prompt_length": 2},
-           "soft_verbalizer": {"label_words": [["yes"], ["no"], ["maybe"]]},
-           "train": {"epochs": 2, "batch_size": 4, "lr_prompt": 0.05, "lr_head": 0.05, "device": "cpu"},
-           "test": {"batch_size": 4}, "seed": 3}
+    raw = tiny_raw(model_dir, data_dir)
     path = tmp_path / f"{name}.yaml"
     path.write_text(yaml.safe_dump(raw))
     return str(path)
