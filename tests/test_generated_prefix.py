@@ -177,7 +177,7 @@ def test_p_tuning_v2_template_equals_the_models_own_past_key_values_path(plm):
 
 
 class _Cats(TorchDispatchMode):
-    """(dtype, dims) of every aten.cat's result, below autocast: what the kernels really compute."""
+    """(dtype, shape) of every aten.cat's result, below autocast: what the kernels really compute."""
 
     def __init__(self):
         super().__init__()
@@ -186,7 +186,7 @@ class _Cats(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
         if func is torch.ops.aten.cat.default:
-            self.seen.append((out.dtype, out.dim()))
+            self.seen.append((out.dtype, tuple(out.shape)))
         return out
 
 
@@ -201,7 +201,9 @@ def test_kv_prefix_enters_in_the_autocast_dtype_and_equals_the_reference(plm):
         with _Cats() as cats:
             ours = pm(clone(batch))
         ref = reference()
-    kv_cats = [dtype for dtype, dims in cats.seen if dims == 4 and dtype.is_floating_point]  # (B, heads, p + n, d)
+    # (B, heads, p + n, d); not a (B, 1, 1, p + n) mask (transformers 4.x widens the extended mask with a cat)
+    heads = model.config.num_attention_heads
+    kv_cats = [dtype for dtype, shape in cats.seen if len(shape) == 4 and shape[1] == heads and dtype.is_floating_point]
     assert len(kv_cats) == 2 * model.config.num_hidden_layers and set(kv_cats) == {torch.bfloat16}, kv_cats
     # the prefix is rounded to bf16 once either way (here before the cat, there by the attention's autocast)
     assert torch.equal(ours, ref)

@@ -116,7 +116,9 @@ def test_trainer_trains_only_the_prompt_and_head_and_reloads(plm, case, tmp_path
     assert any(n.startswith(("generator.", "task_prompt")) for n in trainable)
     before = {n: p.detach().clone() for n, p in model.named_parameters()}
     ds = dataset(tok)
-    trainer = trainer_for(model, tok, ds, tmp_path / "run")
+    # Prompt Tuning (4 vectors, the least capacity) is the slowest learner here: on transformers 4.39 its
+    # RoBERTa loss fell by only 0.019 in 15 epochs
+    trainer = trainer_for(model, tok, ds, tmp_path / "run", **({"num_train_epochs": 30} if case == "prompt_tuning" else {}))
     loss0 = trainer.evaluate()["eval_loss"]
     trainer.train()
     loss1 = trainer.evaluate()["eval_loss"]
@@ -334,7 +336,9 @@ def test_masked_lm_with_label_words(plm, case, tmp_path):
     before = {n: p.detach().clone() for n, p in model.base_model.named_parameters()}
     ds = dataset(tok).map(lambda b: tok([f"{t} it was {tok.mask_token}" for t in b["text"]],
                                          return_special_tokens_mask=True), batched=True)
-    trainer = trainer_for(model, tok, ds, tmp_path / "run", num_train_epochs=25, learning_rate=3e-2)
+    # save_strategy epoch: transformers 4.39 writes no checkpoint before save_steps (500) by default
+    trainer = trainer_for(model, tok, ds, tmp_path / "run", num_train_epochs=40, learning_rate=3e-2,
+                          save_strategy="epoch", save_total_limit=1)
     loss0 = trainer.evaluate()["eval_loss"]
     trainer.train()
     assert trainer.evaluate()["eval_loss"] < loss0 - 0.03
