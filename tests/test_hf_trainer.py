@@ -362,3 +362,21 @@ def test_masked_lm_with_label_words(plm, case, tmp_path):
     with pytest.raises(ValueError, match="exactly one mask token") as e:
         model(**tok(["no mask here"], return_tensors="pt"))
     _one_line(e)
+
+
+@pytest.mark.parametrize("case", ["p_tuning_v2-kv", "m_idpg-phm-cls"])
+def test_gradient_accumulation_and_bf16_under_the_trainer(plm, case, tmp_path):
+    """The Trainer's own gradient accumulation and (CPU) bf16 autocast drive the wrapped model unchanged: the
+    loss falls, the backbone stays bit-identical, and the prompt's weights stay fp32 (autocast computes in bf16)."""
+    mlm, tok = plm
+    model = get_instance_prompt_model(classifier_from(mlm, initializer_range=0.2), config_for(case, tmp_path, mlm),
+                                      tokenizer=tok)
+    frozen = {n: p.detach().clone() for n, p in model.named_parameters() if not p.requires_grad}
+    trainer = trainer_for(model, tok, dataset(tok), tmp_path / "run", per_device_train_batch_size=2,
+                          gradient_accumulation_steps=2, bf16=True)
+    loss0 = trainer.evaluate()["eval_loss"]
+    trainer.train()
+    assert trainer.evaluate()["eval_loss"] < loss0 - 0.03
+    assert trainer.state.global_step == 15 * 4  # 16 rows / (2 x 2) per optimizer step, 15 epochs
+    assert all(torch.equal(p, frozen[n]) for n, p in model.named_parameters() if n in frozen)
+    assert {p.dtype for p in model.parameters() if p.requires_grad} == {torch.float32}
