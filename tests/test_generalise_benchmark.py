@@ -34,6 +34,26 @@ def test_generalise_groups_load_and_every_yaml_validates_for_its_task():
     assert shipped == used
 
 
+def test_hypothesis_groups_validate_with_their_overrides_and_reuse_the_reference_runs():
+    """The #33 hypothesis groups (h33_*): each override is a valid key for its YAML (a typo would only fail
+    at run time), and their Prompt Tuning / Random IPT rows are generalise_mr's runs, not reruns."""
+    from openprompt_ipt.runner.config import load_config
+
+    bench = _load("accuracy")
+    with open(bench.GROUPS_FILE) as f:
+        names = [n for n in yaml.safe_load(f) if n.startswith("h33_")]
+    assert len(names) >= 4
+    out = os.path.join(bench.ROOT, "results", "accuracy")
+    for name in names:
+        group = bench.load_group(name)
+        for m in group["methods"]:
+            load_config(os.path.join(bench.ROOT, m["yaml"]), m["set"])
+        reused = [m for m in group["methods"] if m.get("from_group")]
+        assert {m["label"] for m in reused} == {"Prompt Tuning", "PT + Random IPT"}, name
+        for m in reused:
+            assert bench.run_dir(os.path.join(out, name), m, 1).startswith(os.path.join(out, "generalise_mr"))
+
+
 def test_generalise_yamls_write_out_one_budget():
     """The budget keys are in each file (not taken from DEFAULTS) and equal across all 32 YAMLs; the vocab
     tables pin `sparse`, whose class default may change."""
