@@ -306,12 +306,21 @@ def main(argv=None) -> int:
     p.add_argument("--keep-weights", action="store_true", help="keep best.safetensors / checkpoints")
     p.add_argument("--overwrite", action="store_true",
                    help="remove this group's finished and unfinished runs first and redo them all")
+    p.add_argument("--seeds", default=None, metavar="1,2",
+                   help="run only these of the group's seeds now (the table still reads every finished seed), so "
+                        "seed 1 of several groups can finish before seed 2 of any")
     p.add_argument("--stop-after", type=float, default=None, metavar="MINUTES",
                    help="start no run after this many minutes (runs in flight finish); rerun to resume")
     args = p.parse_args(argv)
     if args.stop_after is not None and args.stop_after < 0:
         p.error(f"--stop-after must be >= 0 minutes, got {args.stop_after:g}")
     group = load_group(args.group)
+    run_seeds = group["seeds"]
+    if args.seeds is not None:
+        run_seeds = [int(x) for x in args.seeds.split(",") if x.strip()]
+        unknown = [x for x in run_seeds if x not in group["seeds"]]
+        if unknown:
+            p.error(f"--seeds {args.seeds}: {unknown} not among group {args.group}'s seeds {group['seeds']}")
     out = args.out or os.path.join(ROOT, "results", "accuracy", args.group)
     failures = []
     if not args.report_only:
@@ -320,7 +329,8 @@ def main(argv=None) -> int:
             print(f"group {args.group}: --overwrite removed {clear_group(group, out)} previous runs under {out}",
                   flush=True)
         start = time.time()
-        failures = run_group(args.group, group, out, args.workers, args.threads, args.extra, args.stop_after)
+        failures = run_group(args.group, dict(group, seeds=run_seeds), out, args.workers, args.threads, args.extra,
+                             args.stop_after)
         print(f"group {args.group}: {(time.time() - start) / 60:.1f} min", flush=True)
         if not args.keep_weights:
             prune_weights(out, group.get("keep"))

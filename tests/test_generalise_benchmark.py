@@ -1,0 +1,92 @@
+"""Issue #33's reference benchmark (yamls/generalise, groups generalise_*): it loads, every YAML validates,
+and every method runs under one budget, written out so other YAMLs' or classes' defaults cannot move it.
+No training here: the runs themselves are the benchmark (docs/RESULTS.md)."""
+import glob
+import os
+
+import pytest
+import yaml
+
+from test_benchmarks import _load
+
+TASKS = ("mr", "subj", "agnews", "mpqa")
+# the shared budget; lr_prompt is the method's own (Prefix Tuning 5e-3, the rest 3e-3, as the CB YAMLs)
+BUDGET = {"dataset": ("dev_from_train", "max_train", "max_eval"),
+          "plm": ("model_path", "freeze", "max_seq_length", "frozen_dropout"),
+          "train": ("epochs", "batch_size", "gradient_accumulation_steps", "lr_head", "weight_decay", "scheduler",
+                    "warmup_steps", "warmup_ratio", "max_grad_norm", "vocab_rows", "metric", "device")}
+
+
+def test_generalise_groups_load_and_every_yaml_validates_for_its_task():
+    from openprompt_ipt.runner.config import load_config
+
+    bench = _load("accuracy")
+    for task in TASKS:
+        group = bench.load_group(f"generalise_{task}")
+        assert group["seeds"] == [1, 2, 3]
+        assert len(group["methods"]) == 8
+        for m in group["methods"]:
+            cfg = load_config(os.path.join(bench.ROOT, m["yaml"]))
+            assert cfg["dataset"]["name"] == task and cfg["verbalizer"] == "soft_verbalizer", m["yaml"]
+    # every YAML of the folder is a row of some group (none left out of the study by a typo)
+    used = {m["yaml"] for t in TASKS for m in bench.load_group(f"generalise_{t}")["methods"]}
+    shipped = {os.path.relpath(p, bench.ROOT) for p in glob.glob(os.path.join(bench.ROOT, "yamls", "generalise", "*.yaml"))}
+    assert shipped == used
+
+
+def test_hypothesis_groups_validate_with_their_overrides_and_reuse_the_reference_runs():
+    """The #33 hypothesis groups (h33_*): each override is a valid key for its YAML (a typo would only fail
+    at run time), and their Prompt Tuning / Random IPT rows are generalise_mr's runs, not reruns."""
+    from openprompt_ipt.runner.config import load_config
+
+    bench = _load("accuracy")
+    with open(bench.GROUPS_FILE) as f:
+        names = [n for n in yaml.safe_load(f) if n.startswith("h33_")]
+    assert len(names) >= 4
+    out = os.path.join(bench.ROOT, "results", "accuracy")
+    for name in names:
+        group = bench.load_group(name)
+        for m in group["methods"]:
+            load_config(os.path.join(bench.ROOT, m["yaml"]), m["set"])
+        reused = [m for m in group["methods"] if m.get("from_group")]
+        assert {m["label"] for m in reused} == {"Prompt Tuning", "PT + Random IPT"}, name
+        for m in reused:
+            assert bench.run_dir(os.path.join(out, name), m, 1).startswith(os.path.join(out, "generalise_mr"))
+
+
+def test_generalise_yamls_write_out_one_budget():
+    """The budget keys are in each file (not taken from DEFAULTS) and equal across all 32 YAMLs; the vocab
+    tables pin `sparse`, whose class default may change."""
+    bench = _load("accuracy")
+    budgets = set()
+    for path in sorted(glob.glob(os.path.join(bench.ROOT, "yamls", "generalise", "*.yaml"))):
+        with open(path) as f:
+            raw = yaml.safe_load(f)
+        missing = [f"{s}.{k}" for s, keys in BUDGET.items() for k in keys if k not in raw.get(s, {})]
+        assert not missing, (path, missing)
+        budgets.add(tuple((s, k, str(raw[s][k])) for s, keys in BUDGET.items() for k in keys))
+        section = raw[raw["template"]]
+        if section.get("strategy") in ("random", "pretrained", "encoder"):
+            assert section["sparse"] is True, path
+        if section.get("generator") == "ipt_random":
+            assert section["ipt"]["sparse"] is True, path
+        expected_lr = 0.005 if section.get("generator") == "prefix" else 0.003
+        assert raw["train"]["lr_prompt"] == expected_lr, path
+    assert len(budgets) == 1, budgets
+
+
+def test_accuracy_seeds_option_runs_only_those_seeds(tmp_path, monkeypatch):
+    """--seeds 2 starts seed 2's runs only (seed 1 of every group can finish first); a seed the group does
+    not have is refused before anything runs."""
+    bench = _load("accuracy")
+    group = {"title": "T", "task": "cb", "seeds": [1, 2, 3], "paper_source": "P",
+             "methods": [{"label": "A", "yaml": "yamls/cb_prompt_tuning.yaml", "set": []}]}
+    monkeypatch.setattr(bench, "load_group", lambda name: group)
+    started = []
+    monkeypatch.setattr(bench, "run_job", lambda cmd, log, threads: started.append(cmd) or 0)
+    args = ["--group", "g", "--out", str(tmp_path / "g"), "--docs", str(tmp_path / "docs")]
+    assert bench.main(args + ["--seeds", "2"]) == 2  # nothing finished: no table
+    assert [c[c.index("--seeds") + 1] for c in started] == ["2"]
+    with pytest.raises(SystemExit):
+        bench.main(args + ["--seeds", "4"])
+    assert len(started) == 1
