@@ -380,3 +380,15 @@ def test_gradient_accumulation_and_bf16_under_the_trainer(plm, case, tmp_path):
     assert trainer.state.global_step == 15 * 4  # 16 rows / (2 x 2) per optimizer step, 15 epochs
     assert all(torch.equal(p, frozen[n]) for n, p in model.named_parameters() if n in frozen)
     assert {p.dtype for p in model.parameters() if p.requires_grad} == {torch.float32}
+
+
+@pytest.mark.parametrize("kw, line", [
+    (dict(method="nope"), "unknown method 'nope': choose one of"),
+    (dict(method="ipt", prompt_length=-1), r"prompt_length=-1 is not allowed: give an integer >= 1"),
+    (dict(method="prompt_tuning", prompt_length=2.7), r"prompt_length=2.7 is not allowed: give an integer >= 1"),
+    (dict(method="ipt", task_prompt_length=-2), r"task_prompt_length=-2 is not allowed: give an integer >= 0"),
+])
+def test_a_bad_config_value_is_one_line_when_the_config_is_made(kw, line):
+    with pytest.raises(ValueError, match=line) as e:
+        InstancePromptConfig(**kw)
+    assert "\n" not in str(e.value)

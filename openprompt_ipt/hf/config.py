@@ -79,6 +79,10 @@ class InstancePromptConfig:
         if self.method not in METHODS:
             raise ValueError(f"unknown method '{self.method}': choose one of {sorted(METHODS)}")
         spec = METHODS[self.method]
+        for key, low in (("prompt_length", 1), ("task_prompt_length", 0), ("insert_position", 0)):
+            value = getattr(self, key)
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise ValueError(f"{key}={value!r} is not allowed: give an integer >= {low}")
         if spec.uses_strategy and self.strategy not in IPT_STRATEGIES:
             raise ValueError(f"unknown strategy '{self.strategy}' for method '{self.method}': "
                              f"choose one of {list(IPT_STRATEGIES)}")
