@@ -31,6 +31,9 @@ def main(mlm_dir, out_dir, case, per_device):
     if trainer.is_world_process_zero():
         model.save_pretrained(os.path.join(out_dir, "prompt"))
         print(f"processes {trainer.args.world_size}", flush=True)
+    if torch.distributed.is_initialized():  # leave the group before exit: a gloo teardown race once aborted a rank
+        torch.distributed.barrier()         # (transformers 4.39 + accelerate 0.34, "terminate called without an
+        torch.distributed.destroy_process_group()  # active exception") after training had finished
 
 
 if __name__ == "__main__":
