@@ -392,3 +392,11 @@ def test_a_bad_config_value_is_one_line_when_the_config_is_made(kw, line):
     with pytest.raises(ValueError, match=line) as e:
         InstancePromptConfig(**kw)
     assert "\n" not in str(e.value)
+
+
+def test_a_damaged_saved_config_is_one_line_naming_it(bert, tmp_path):
+    mlm, tok = bert
+    (tmp_path / "instance_prompt_config.json").write_text('{"prompt": {"method": "prompt_tu')  # cut short
+    with pytest.raises(ValueError, match=r"instance_prompt_config.json' is damaged or truncated") as e:
+        InstancePromptModel.from_pretrained(classifier_from(mlm), str(tmp_path), tokenizer=tok)
+    assert "\n" not in str(e.value) and "save_pretrained" in str(e.value)

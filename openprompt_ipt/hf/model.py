@@ -8,7 +8,6 @@ in by the same functions the OpenPrompt templates call (``openprompt_ipt.prompti
 """
 from __future__ import annotations
 
-import json
 import os
 from types import SimpleNamespace
 from typing import Optional
@@ -20,7 +19,7 @@ from ..generators.layered import InstanceInputs
 from ..injection import max_positions, prepend, trim_outputs
 from ..prompting import build_input_prompt, build_layered_generator, input_prompt_vectors, place_prompts, release_prompts
 from ..prompting.layered_prompt import SECTIONS
-from ..serialization import load_trainable, save_trainable
+from ..serialization import load_trainable, read_json, save_trainable
 from .config import InstancePromptConfig
 from .instance_tokens import instance_tokens
 
@@ -198,8 +197,7 @@ class InstancePromptModel(nn.Module):
         if not os.path.isfile(path):
             raise FileNotFoundError(f"'{directory}' has no {CONFIG_FILE}: save the model with "
                                     "InstancePromptModel.save_pretrained(directory)")
-        with open(path) as f:
-            saved = json.load(f)
+        saved = read_json(path, "save the model again with InstancePromptModel.save_pretrained(directory)")
         prompt = saved.get("prompt", {})
         if method is not None and prompt.get("method") != method:
             raise ValueError(f"'{directory}' holds a '{prompt.get('method')}' prompt, not '{method}': "

@@ -4,13 +4,12 @@ updates their parameters (an optimizer built from the PLM's and the verbalizer's
 OpenPrompt's tutorial 1.2, trains the prompts as nothing and nothing would say so)."""
 from __future__ import annotations
 
-import json
 import os
 import warnings
 
 import torch
 
-from ..serialization import load_trainable, save_trainable
+from ..serialization import load_trainable, read_json, save_trainable
 
 CONFIG_FILE, WEIGHTS_FILE = "template_config.json", "template.safetensors"
 
@@ -75,8 +74,7 @@ class TrainedTemplateMixin:
         path = os.path.join(directory, CONFIG_FILE)
         if not os.path.isfile(path):
             raise FileNotFoundError(f"'{directory}' has no {CONFIG_FILE}: save the template with save_pretrained()")
-        with open(path) as f:
-            config = {**json.load(f), **overrides}
+        config = {**read_json(path, "save the template again with save_pretrained()"), **overrides}
         template = cls(model, tokenizer, **config)
         load_trainable(template, os.path.join(directory, WEIGHTS_FILE))
         return template
