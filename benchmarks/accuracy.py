@@ -309,6 +309,9 @@ def main(argv=None) -> int:
     p.add_argument("--seeds", default=None, metavar="1,2",
                    help="run only these of the group's seeds now (the table still reads every finished seed), so "
                         "seed 1 of several groups can finish before seed 2 of any")
+    p.add_argument("--methods", default=None, metavar="LABEL;LABEL",
+                   help="run only these of the group's methods now, by label, ';'-separated (the table still reads "
+                        "every finished run)")
     p.add_argument("--stop-after", type=float, default=None, metavar="MINUTES",
                    help="start no run after this many minutes (runs in flight finish); rerun to resume")
     args = p.parse_args(argv)
@@ -321,6 +324,14 @@ def main(argv=None) -> int:
         unknown = [x for x in run_seeds if x not in group["seeds"]]
         if unknown:
             p.error(f"--seeds {args.seeds}: {unknown} not among group {args.group}'s seeds {group['seeds']}")
+    run_methods = group["methods"]
+    if args.methods is not None:
+        wanted = [x.strip() for x in args.methods.split(";") if x.strip()]
+        labels = [m["label"] for m in group["methods"]]
+        unknown = [x for x in wanted if x not in labels]
+        if unknown:
+            p.error(f"--methods: {unknown} not among group {args.group}'s methods {labels}")
+        run_methods = [m for m in group["methods"] if m["label"] in wanted]
     out = args.out or os.path.join(ROOT, "results", "accuracy", args.group)
     failures = []
     if not args.report_only:
@@ -329,7 +340,7 @@ def main(argv=None) -> int:
             print(f"group {args.group}: --overwrite removed {clear_group(group, out)} previous runs under {out}",
                   flush=True)
         start = time.time()
-        failures = run_group(args.group, dict(group, seeds=run_seeds), out, args.workers, args.threads, args.extra,
+        failures = run_group(args.group, dict(group, seeds=run_seeds, methods=run_methods), out, args.workers, args.threads, args.extra,
                              args.stop_after)
         print(f"group {args.group}: {(time.time() - start) / 60:.1f} min", flush=True)
         if not args.keep_weights:

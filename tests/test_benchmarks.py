@@ -401,3 +401,24 @@ def test_paired_ratios_take_each_rounds_median_and_count_the_rounds_at_or_below_
     assert "| 1.000 (IQR" in row and row.endswith("| 3 of 4 |")
     assert not any("Prompt Tuning / PEFT prompt tuning" in line for line in lines)  # its peer was not timed
     assert bench.paired_ratios({"P-tuning v2": ours}, steps=3) == []
+
+
+def test_accuracy_methods_option_runs_only_the_named_rows(tmp_path, monkeypatch, capsys):
+    """``--methods "A;B"``: only those rows start now; an unknown label is refused, naming the group's labels."""
+    import pytest
+
+    bench = _load("accuracy")
+    seen = {}
+
+    def fake_run_group(name, group, out, *args):
+        seen["labels"] = [m["label"] for m in group["methods"]]
+        return []
+
+    monkeypatch.setattr(bench, "run_group", fake_run_group)
+    out = str(tmp_path / "out")
+    bench.main(["--group", "h33_screen_mr", "--methods", "Prompt Tuning (t = 4); PT + Random IPT (table frozen)",
+                "--out", out, "--docs", str(tmp_path / "docs")])
+    assert seen["labels"] == ["Prompt Tuning (t = 4)", "PT + Random IPT (table frozen)"]
+    with pytest.raises(SystemExit):
+        bench.main(["--group", "h33_screen_mr", "--methods", "Prompt Tunning", "--out", out])
+    assert "'Prompt Tunning'] not among group h33_screen_mr's methods" in capsys.readouterr().err

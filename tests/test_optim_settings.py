@@ -168,9 +168,9 @@ def test_a_null_head_rate_is_the_prompt_rate(bert, tmp_path, monkeypatch):
     seen = {}
     real = trainer_module.build_optimizers
 
-    def spy(model, lr_prompt, lr_head, *args):
+    def spy(model, lr_prompt, lr_head, *args, **kwargs):
         seen["rates"] = (lr_prompt, lr_head)
-        return real(model, lr_prompt, lr_head, *args)
+        return real(model, lr_prompt, lr_head, *args, **kwargs)
 
     monkeypatch.setattr(trainer_module, "build_optimizers", spy)
     model, tok = bert

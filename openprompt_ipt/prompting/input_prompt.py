@@ -13,6 +13,28 @@ from torch import nn
 from ..generators.strategies import STRATEGIES, TOKEN_SOURCES, EncoderIPT, PretrainedIPT, RandomIPT
 
 STRATEGY_NAMES = ("none",) + tuple(STRATEGIES)
+TABLE_INITS = ("random", "plm")
+
+
+class PositionDropout(nn.Module):
+    """Zeroes whole prompt vectors with probability ``p`` while training (no rescaling: a dropped position
+    carries no instance information, like a missing token), so the model cannot rely on any single
+    instance vector; the identity in eval mode. An opt-in regulariser, not in the papers (issue #33)."""
+
+    def __init__(self, p: float = 0.0):
+        super().__init__()
+        if not 0.0 <= float(p) < 1.0:
+            raise ValueError(f"instance_dropout must be in [0, 1), got {p}")
+        self.p = float(p)
+
+    def forward(self, vectors: torch.Tensor) -> torch.Tensor:
+        if not self.training or self.p == 0.0:
+            return vectors
+        keep = torch.rand(vectors.shape[:-1] + (1,), device=vectors.device) >= self.p
+        return vectors * keep.to(vectors.dtype)
+
+    def extra_repr(self) -> str:
+        return f"p={self.p}"
 
 
 def build_input_prompt(embedding: nn.Embedding, tokenizer, position_limit: int, strategy: str = "random",
@@ -21,8 +43,11 @@ def build_input_prompt(embedding: nn.Embedding, tokenizer, position_limit: int, 
                        init_std: Optional[float] = None, sparse: bool = False, pretrained_path: Optional[str] = None,
                        encoder: str = "textcnn", encoder_hidden: int = 128, encoder_dropout: float = 0.1,
                        encoder_path: Optional[str] = None, sequence_utilization_rate: float = 1.0,
-                       max_source_tokens: int = 512):
-    """Returns ``(task_prompt or None, generator or None, settings)``; ``settings`` are the resolved
+                       max_source_tokens: int = 512, table_init: str = "random"):
+    """``table_init``: ``random`` (N(0, init_std), the paper) or ``plm`` (Random IPT's rows start as copies of
+    the PLM's own input embeddings, so an instance vector starts as the embedding of its token).
+
+    Returns ``(task_prompt or None, generator or None, settings)``; ``settings`` are the resolved
     arguments (prompt lengths, init_std) a host saves to rebuild the same prompt."""
     if strategy not in STRATEGY_NAMES:
         raise ValueError(f"unknown strategy '{strategy}': choose one of {list(STRATEGY_NAMES)}")
@@ -32,6 +57,11 @@ def build_input_prompt(embedding: nn.Embedding, tokenizer, position_limit: int, 
         raise ValueError(f"prompt_length must be a positive integer for strategy '{strategy}', got {prompt_length}")
     if int(task_prompt_length) < 0:
         raise ValueError(f"task_prompt_length must be >= 0, got {task_prompt_length}")
+    if table_init not in TABLE_INITS:
+        raise ValueError(f"unknown table_init '{table_init}': choose one of {list(TABLE_INITS)}")
+    if table_init == "plm" and (strategy != "random" or table_dim not in (None, embedding.embedding_dim)):
+        raise ValueError("table_init 'plm' copies the PLM's input embeddings into Random IPT's table: it needs strategy "
+                         "'random' and table_dim unset (the hidden size); use table_init: random otherwise")
     prompt_length = int(prompt_length) if strategy != "none" else 0
     task_prompt_length = int(task_prompt_length)
     n_prefix = prompt_length + task_prompt_length
@@ -58,6 +88,8 @@ def build_input_prompt(embedding: nn.Embedding, tokenizer, position_limit: int, 
                                       tokenizer=tokenizer, **kwargs)
         else:
             generator = RandomIPT(table_dim=table_dim, **kwargs)
+            if table_init == "plm":
+                generator.table.load_vocab_weight(embedding.weight.detach())
     task_prompt = None
     if task_prompt_length:
         # Lester et al.: start task prompts from embeddings of sampled vocabulary tokens.
@@ -68,11 +100,14 @@ def build_input_prompt(embedding: nn.Embedding, tokenizer, position_limit: int, 
 
 
 def input_prompt_vectors(task_prompt: Optional[torch.Tensor], generator: Optional[nn.Module], input_ids: torch.Tensor,
-                         content_mask: torch.Tensor, attention_mask: torch.Tensor) -> Optional[torch.Tensor]:
-    """(B, task_prompt_length + prompt_length, H): the task vectors, then G(x); ``None`` without either."""
+                         content_mask: torch.Tensor, attention_mask: torch.Tensor,
+                         dropout: Optional[nn.Module] = None) -> Optional[torch.Tensor]:
+    """(B, task_prompt_length + prompt_length, H): the task vectors, then G(x) (through ``dropout`` when
+    given, e.g. ``PositionDropout``); ``None`` without either."""
     parts = []
     if task_prompt is not None:
         parts.append(task_prompt.unsqueeze(0).expand(input_ids.size(0), -1, -1))
     if generator is not None:
-        parts.append(generator(input_ids, content_mask, attention_mask))
+        instance = generator(input_ids, content_mask, attention_mask)
+        parts.append(dropout(instance) if dropout is not None else instance)
     return torch.cat(parts, dim=1) if parts else None

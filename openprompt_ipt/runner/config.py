@@ -28,6 +28,7 @@ DEFAULTS: Dict = {
     "template": "instance_wise",
     "verbalizer": "soft_verbalizer",
     "train": {"epochs": 10, "batch_size": 16, "lr_prompt": 3e-3, "lr_head": 1e-3, "lr_plm": 1e-5,
+              "lr_instance": None,  # the instance-wise generator's rate (IPT table/encoder, IDPG); null: lr_prompt
               "weight_decay": 0.0, "adam_betas": [0.9, 0.999], "adam_eps": 1e-8, "scheduler": "linear",
               "warmup_steps": 0, "warmup_ratio": 0.06, "gradient_accumulation_steps": 1,
               "max_grad_norm": 1.0, "metric": "accuracy", "device": "auto", "vocab_rows": "all",

@@ -86,6 +86,7 @@ IPT = {"table_dim": TABLE_DIM, "init_std": INIT_STD, "sparse": Flag(),
        "encoder_hidden": INT_POS, "encoder_dropout": DROPOUT,
        "sequence_utilization_rate": Number(float, low=0, high=1, low_open=True),
        "max_source_tokens": INT_POS}
+INSTANCE_DROPOUT = DROPOUT
 
 SCHEMA: Dict[str, object] = {
     "seed": INT_NONNEG,
@@ -107,6 +108,7 @@ SCHEMA: Dict[str, object] = {
     "train.lr_prompt": POSITIVE,
     "train.lr_head": Number(float, low=0, low_open=True, null="train.lr_prompt's rate"),
     "train.lr_plm": POSITIVE,
+    "train.lr_instance": Number(float, low=0, null="train.lr_prompt's rate"),
     "train.weight_decay": Number(float, low=0),
     "train.adam_eps": POSITIVE,
     "train.warmup_steps": INT_NONNEG,
@@ -125,6 +127,7 @@ SCHEMA: Dict[str, object] = {
     # templates
     "instance_wise.prompt_length": INT_NONNEG,  # 0 only with strategy none (the template says so)
     "instance_wise.task_prompt_length": INT_NONNEG,
+    "instance_wise.instance_dropout": INSTANCE_DROPOUT,
     **{f"instance_wise.{k}": v for k, v in IPT.items()},
     "generated_prefix.prompt_length": INT_POS,
     "generated_prefix.insert_position": INT_NONNEG,

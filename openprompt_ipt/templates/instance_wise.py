@@ -19,6 +19,7 @@ from openprompt.prompts import MixedTemplate
 from ..batch import content_mask
 from ..injection import max_positions, prepend, trim_outputs
 from ..prompting import STRATEGY_NAMES, build_input_prompt, input_prompt_vectors
+from ..prompting.input_prompt import PositionDropout
 from .persistence import TrainedTemplateMixin
 
 __all__ = ["InstanceWiseTemplate", "STRATEGY_NAMES"]
@@ -33,7 +34,7 @@ class InstanceWiseTemplate(TrainedTemplateMixin, MixedTemplate):
                  init_std: Optional[float] = None, sparse: bool = False, pretrained_path: Optional[str] = None,
                  encoder: str = "textcnn", encoder_hidden: int = 128, encoder_dropout: float = 0.1,
                  encoder_path: Optional[str] = None, sequence_utilization_rate: float = 1.0,
-                 max_source_tokens: int = 512,
+                 max_source_tokens: int = 512, instance_dropout: float = 0.0, table_init: str = "random",
                  placeholder_mapping: dict = {"<text_a>": "text_a", "<text_b>": "text_b"}):
         super().__init__(model=model, tokenizer=tokenizer, text=None, placeholder_mapping=placeholder_mapping)
         self.strategy = strategy
@@ -43,17 +44,20 @@ class InstanceWiseTemplate(TrainedTemplateMixin, MixedTemplate):
             task_prompt_length=task_prompt_length, token_source=token_source, table_dim=table_dim,
             vocab_rows=vocab_rows, init_std=init_std, sparse=sparse, pretrained_path=pretrained_path, encoder=encoder,
             encoder_hidden=encoder_hidden, encoder_dropout=encoder_dropout, encoder_path=encoder_path,
-            sequence_utilization_rate=sequence_utilization_rate, max_source_tokens=max_source_tokens)
+            sequence_utilization_rate=sequence_utilization_rate, max_source_tokens=max_source_tokens,
+            table_init=table_init)
         self.generator, self.task_prompt = generator, task_prompt  # registration order as before (optimizer groups)
         self.prompt_length, self.task_prompt_length = settings["prompt_length"], settings["task_prompt_length"]
         self.n_prefix = self.prompt_length + self.task_prompt_length
+        # opt-in regulariser (issue #33); no parameters, so saved weights are the same with or without it
+        self.instance_dropout = PositionDropout(instance_dropout) if instance_dropout else None
         self.init_config = dict(
             strategy=strategy, prompt_length=self.prompt_length, task_prompt_length=self.task_prompt_length,
             token_source=token_source, table_dim=table_dim, vocab_rows=list(vocab_rows) if vocab_rows else None,
             init_std=settings["init_std"], sparse=sparse, pretrained_path=pretrained_path, encoder=encoder,
             encoder_hidden=encoder_hidden, encoder_dropout=encoder_dropout, encoder_path=encoder_path,
             sequence_utilization_rate=sequence_utilization_rate, max_source_tokens=max_source_tokens,
-            text=text)
+            instance_dropout=float(instance_dropout), table_init=table_init, text=text)
         self.text = text
 
     # ---- OpenPrompt hooks -------------------------------------------------------------------
@@ -72,7 +76,7 @@ class InstanceWiseTemplate(TrainedTemplateMixin, MixedTemplate):
             return None
         content = content_mask(batch, "instance_token_ids") if self.generator is not None else None
         return input_prompt_vectors(self.task_prompt, self.generator, batch["input_ids"], content,
-                                    batch["attention_mask"])
+                                    batch["attention_mask"], dropout=self.instance_dropout)
 
     def prompt_position_names(self) -> list:
         """One name per row of ``prompt_vectors``: ``task 1..``, then ``instance 1..``."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from typing import List, Tuple
+from typing import List, Optional, Tuple
 
 import torch
 from torch import nn
@@ -41,12 +41,27 @@ def check_optimizer_settings(adam_betas=(0.9, 0.999), adam_eps: float = 1e-8, we
         raise ValueError(f"train.scheduler must be one of {list(SCHEDULERS)} (got {scheduler!r})")
 
 
+def instance_parameter_ids(template: nn.Module) -> set:
+    """The trainable parameters of a template's input-dependent part: the generator (IPT table / encoder,
+    IDPG generator) less its task-level prefix (``TaskPrefix``), and not the task prompt. Empty for a
+    template without instance-wise prompts (Prompt Tuning, Prefix Tuning)."""
+    from ..generators.prefix import TaskPrefix
+
+    generator = getattr(template, "generator", None)
+    if not isinstance(generator, nn.Module):
+        return set()
+    task = {id(p) for m in generator.modules() if isinstance(m, TaskPrefix) for p in m.parameters()}
+    return {id(p) for p in generator.parameters() if p.requires_grad and id(p) not in task}
+
+
 def build_optimizers(model, lr_prompt: float, lr_head: float, lr_plm: float = 1e-5,
                      weight_decay: float = 0.0, adam_betas=(0.9, 0.999),
-                     adam_eps: float = 1e-8) -> List[torch.optim.Optimizer]:
+                     adam_eps: float = 1e-8, lr_instance: Optional[float] = None) -> List[torch.optim.Optimizer]:
     """``model`` is an OpenPrompt ``PromptForClassification``. AdamW (decoupled weight decay) for
     the dense parameters and RowSparseAdam for sparse vocab tables, both with ``adam_betas`` / ``adam_eps``
-    / ``weight_decay`` (the sparse table decays lazily: rows decay on the steps they are looked up)."""
+    / ``weight_decay`` (the sparse table decays lazily: rows decay on the steps they are looked up).
+    ``lr_instance``: the rate of the instance-wise generator (``instance_parameter_ids``); ``None``: ``lr_prompt``,
+    as in the papers; 0 keeps it at its initialisation."""
     check_optimizer_settings(adam_betas, adam_eps, weight_decay)
     betas = (float(adam_betas[0]), float(adam_betas[1]))
     sparse_ids = sparse_parameter_ids(model.template)
@@ -56,16 +71,19 @@ def build_optimizers(model, lr_prompt: float, lr_head: float, lr_plm: float = 1e
         return [p for p in module.parameters() if p.requires_grad and id(p) not in exclude]
 
     sparse = [p for p in model.template.parameters() if p.requires_grad and id(p) in sparse_ids]
-    prompt = trainable(model.template, sparse_ids | plm_ids)
+    instance_ids = instance_parameter_ids(model.template) if lr_instance is not None else set()
+    lr_instance = lr_prompt if lr_instance is None else float(lr_instance)
+    prompt = trainable(model.template, sparse_ids | plm_ids | instance_ids)
+    instance = trainable(model.template, sparse_ids | plm_ids | (set(map(id, prompt))))
     head = trainable(model.verbalizer, plm_ids)
     plm = trainable(model.plm)
     groups = [{"params": ps, "lr": lr, "weight_decay": weight_decay}
-              for ps, lr in ((prompt, lr_prompt), (head, lr_head), (plm, lr_plm)) if ps]
+              for ps, lr in ((prompt, lr_prompt), (instance, lr_instance), (head, lr_head), (plm, lr_plm)) if ps]
     optimizers: List[torch.optim.Optimizer] = []
     if groups:
         optimizers.append(torch.optim.AdamW(groups, betas=betas, eps=float(adam_eps)))
     if sparse:
-        optimizers.append(RowSparseAdam(sparse, lr=lr_prompt, betas=betas, eps=float(adam_eps),
+        optimizers.append(RowSparseAdam(sparse, lr=lr_instance, betas=betas, eps=float(adam_eps),
                                         weight_decay=float(weight_decay)))
     if not optimizers:
         raise ValueError("nothing to train: every parameter is frozen (check the template strategy and plm.freeze)")

@@ -38,6 +38,7 @@ class TrainConfig:
     lr_prompt: float = 3e-3
     lr_head: Optional[float] = 1e-3   # None: the prompt's rate
     lr_plm: float = 1e-5
+    lr_instance: Optional[float] = None  # the instance-wise generator's rate; None: lr_prompt (the papers)
     weight_decay: float = 0.0
     adam_betas: Tuple[float, float] = (0.9, 0.999)
     adam_eps: float = 1e-8
@@ -168,7 +169,7 @@ class Trainer:
         check_optimizer_settings(cfg.adam_betas, cfg.adam_eps, cfg.weight_decay, cfg.scheduler)
         lr_head = cfg.lr_prompt if cfg.lr_head is None else cfg.lr_head  # null: one rate, as fairseq (IDPG)
         optimizers = build_optimizers(self.model, cfg.lr_prompt, lr_head, cfg.lr_plm, cfg.weight_decay,
-                                      cfg.adam_betas, cfg.adam_eps)
+                                      cfg.adam_betas, cfg.adam_eps, lr_instance=cfg.lr_instance)
         accum = cfg.gradient_accumulation_steps
         steps_per_epoch = math.ceil(len(train_loader) / accum)
         total = steps_per_epoch * cfg.epochs
