@@ -357,3 +357,43 @@ def test_sts_cosine_script_on_a_tiny_stsb_run(tiny_model_dir, tmp_path):  # noqa
     for line in md.splitlines():
         if line.endswith("|") and "| 6 |" in line:  # every dev pair is in the top-6
             assert sum(int(c) for c in line.split("|")[3:-1]) == 6
+
+
+# ------------------------------------------------------------------ regression with a peer and with init_from
+@pytest.mark.parametrize("method", ["lora", "adapter"])
+def test_regression_trains_with_a_peer_method(tiny_model_dir, tmp_path, method):  # noqa: F811
+    """A peer (LoRA through PEFT, Adapter through AdapterHub) on a real-valued task: the same regression head,
+    MSE, Pearson / Spearman, only the peer's modules and the head train."""
+    pytest.importorskip({"lora": "peft", "adapter": "adapters"}[method])
+    from openprompt_ipt.runner.experiment import run_experiment
+
+    cfg = load_config(write_config(tmp_path, {"name": "text_pair_regression", "path": similarity_folder(tmp_path / "sim"),
+                                              "columns": {"text_a": "a", "text_b": "b", "label": "sim"}},
+                                   template_section={"text": PAIR, "strategy": "none", "task_prompt_length": 0},
+                                   model=tiny_model_dir, peer={"method": method}))
+    result = run_experiment(cfg, output_dir=str(tmp_path / "run"), show_progress=False)
+    assert result["trainable"]["prompt"] > 0 and result["trainable"]["plm"] == 0
+    assert math.isfinite(result["test"]["pearson_spearman"]) and "accuracy" not in result["test"]
+    assert "dev_pearson_spearman" in result["history"][0]
+
+
+def test_regression_init_from_a_finished_regression_run(tiny_model_dir, tmp_path):  # noqa: F811
+    """IDPG A.4's two stages on a real-valued task: stage 2 starts from stage 1's prompt and its one-output head
+    (no classes to match), and trains on."""
+    from safetensors.torch import load_file
+
+    from openprompt_ipt.runner.experiment import run_experiment
+
+    dataset = {"name": "text_pair_regression", "path": similarity_folder(tmp_path / "sim"),
+               "columns": {"text_a": "a", "text_b": "b", "label": "sim"}}
+    stage1 = str(tmp_path / "stage1")
+    run_experiment(load_config(write_config(tmp_path, dataset, model=tiny_model_dir)), output_dir=stage1,
+                   show_progress=False)
+    (tmp_path / "two").mkdir()
+    cfg = load_config(write_config(tmp_path / "two", dataset, model=tiny_model_dir, init_from=stage1))
+    result = run_experiment(cfg, output_dir=str(tmp_path / "stage2"), show_progress=False)
+    assert result["init_from"]["head"].startswith("loaded"), result["init_from"]
+    assert math.isfinite(result["test"]["pearson_spearman"])
+    first = load_file(os.path.join(stage1, "best.safetensors"))
+    second = load_file(str(tmp_path / "stage2" / "best.safetensors"))
+    assert set(first) == set(second)
