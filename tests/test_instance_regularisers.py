@@ -4,7 +4,7 @@ rate), ``instance_wise.instance_dropout`` (whole instance vectors dropped while 
 import pytest
 import torch
 
-from helpers import batch_for, build, build_prefix, config_file, examples, loader_for
+from helpers import batch_for, build, build_prefix, clone, config_file, examples, loader_for
 from openprompt_ipt.prompting.input_prompt import PositionDropout
 from openprompt_ipt.runner.config import load_config
 from openprompt_ipt.training import TrainConfig, Trainer
@@ -114,3 +114,45 @@ def test_table_init_plm_copies_the_input_embeddings(bert):
         build(model, tok, strategy="random", prompt_length=3, table_init="glove")
     with pytest.raises(ValueError, match="table_init 'plm'"):
         build(model, tok, strategy="random", prompt_length=3, table_init="plm", table_dim=8)
+
+
+def test_combine_add_puts_g_of_x_onto_the_task_prompt(bert):
+    """``combine: add``: Prompt Tuning's positions, each task vector plus its example's G(x)_i; a zero table
+    gives exactly Prompt Tuning's logits."""
+    model, tok = bert
+    torch.manual_seed(0)
+    pm = build(model, tok, strategy="random", prompt_length=3, task_prompt_length=3, combine="add")
+    assert pm.template.n_prefix == 3 and pm.template.prompt_position_names()[0] == "task + instance 1"
+    batch = batch_for(pm, tok, examples(4))
+    pm.eval()
+    from openprompt_ipt.batch import content_mask
+
+    g = pm.template.generator(batch["input_ids"], content_mask(batch, "instance_token_ids"), batch["attention_mask"])
+    vectors = pm.template.prompt_vectors(batch)
+    assert vectors.shape[1] == 3 and torch.allclose(vectors, pm.template.task_prompt.unsqueeze(0) + g)
+    with torch.no_grad():
+        pm.template.generator.table.embedding.weight.zero_()
+        logits_add = pm(clone(batch))
+    plain = build(model, tok, strategy="none", task_prompt_length=3)
+    with torch.no_grad():
+        plain.template.task_prompt.copy_(pm.template.task_prompt)
+        plain.verbalizer.load_state_dict(pm.verbalizer.state_dict())
+        assert torch.allclose(plain.eval()(clone(batch)), logits_add, atol=1e-5)
+    with pytest.raises(ValueError, match=r"combine 'add' .* prompt_length \(4\) must equal task_prompt_length \(3\)"):
+        build(model, tok, strategy="random", prompt_length=4, task_prompt_length=3, combine="add")
+    with pytest.raises(ValueError, match="unknown combine 'sum'"):
+        build(model, tok, strategy="random", prompt_length=3, task_prompt_length=3, combine="sum")
+
+
+def test_combine_add_through_the_transformers_door(bert):
+    from openprompt_ipt.hf import InstancePromptConfig, get_instance_prompt_model
+    from transformers import BertForSequenceClassification
+
+    model, tok = bert
+    clf = BertForSequenceClassification(model.config)
+    cfg = InstancePromptConfig(method="ipt", prompt_length=2, task_prompt_length=2,
+                               options={"combine": "add", "init_std": 1e-3})
+    pm = get_instance_prompt_model(clf, cfg, tokenizer=tok)
+    enc = tok(["the cat sat", "a dog ran fast"], padding=True, return_tensors="pt")
+    out = pm(**enc)
+    assert pm.n_prefix == 2 and out.logits.shape == (2, 2)

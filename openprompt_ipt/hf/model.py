@@ -69,7 +69,7 @@ class InstancePromptModel(nn.Module):
             task_prompt, generator, settings = build_input_prompt(embedding, tokenizer, max_positions(model.config),
                                                                   **kwargs)
             self.generator, self.task_prompt = generator, task_prompt  # the template's order and names
-            self.n_prefix = settings["prompt_length"] + settings["task_prompt_length"]
+            self.n_prefix, self.combine = settings["n_prefix"], settings["combine"]
         else:
             sections = {name: kwargs.pop(name) for name in SECTIONS if name in kwargs}
             self.generator, self.injector, self.placement, _ = build_layered_generator(
@@ -151,7 +151,8 @@ class InstancePromptModel(nn.Module):
             batch["token_type_ids"] = token_type_ids
         keep = None
         if self.placement is None:
-            prompts = input_prompt_vectors(self.task_prompt, self.generator, input_ids, content, attention_mask)
+            prompts = input_prompt_vectors(self.task_prompt, self.generator, input_ids, content, attention_mask,
+                                           combine=self.combine)
             if prompts is not None:
                 batch = prepend(batch, prompts, limit=max_positions(self.config))
         else:

@@ -14,6 +14,7 @@ from ..generators.strategies import STRATEGIES, TOKEN_SOURCES, EncoderIPT, Pretr
 
 STRATEGY_NAMES = ("none",) + tuple(STRATEGIES)
 TABLE_INITS = ("random", "plm")
+COMBINES = ("concat", "add")
 
 
 class PositionDropout(nn.Module):
@@ -43,8 +44,13 @@ def build_input_prompt(embedding: nn.Embedding, tokenizer, position_limit: int, 
                        init_std: Optional[float] = None, sparse: bool = False, pretrained_path: Optional[str] = None,
                        encoder: str = "textcnn", encoder_hidden: int = 128, encoder_dropout: float = 0.1,
                        encoder_path: Optional[str] = None, sequence_utilization_rate: float = 1.0,
-                       max_source_tokens: int = 512, table_init: str = "random"):
-    """``table_init``: ``random`` (N(0, init_std), the paper) or ``plm`` (Random IPT's rows start as copies of
+                       max_source_tokens: int = 512, table_init: str = "random", combine: str = "concat"):
+    """``combine``: ``concat`` puts G(x) after the task prompt (the paper: task_prompt_length + prompt_length
+    positions); ``add`` adds G(x) onto the task prompt, position by position (prompt_length ==
+    task_prompt_length positions, as the IPT authors' Prefix Tuning code adds G(x) onto the prefix), so the PLM
+    sees Prompt Tuning's positions and a per-example offset on them.
+
+    ``table_init``: ``random`` (N(0, init_std), the paper) or ``plm`` (Random IPT's rows start as copies of
     the PLM's own input embeddings, so an instance vector starts as the embedding of its token).
 
     Returns ``(task_prompt or None, generator or None, settings)``; ``settings`` are the resolved
@@ -64,7 +70,13 @@ def build_input_prompt(embedding: nn.Embedding, tokenizer, position_limit: int, 
                          "'random' and table_dim unset (the hidden size); use table_init: random otherwise")
     prompt_length = int(prompt_length) if strategy != "none" else 0
     task_prompt_length = int(task_prompt_length)
-    n_prefix = prompt_length + task_prompt_length
+    if combine not in COMBINES:
+        raise ValueError(f"unknown combine '{combine}': choose one of {list(COMBINES)}")
+    if combine == "add" and strategy != "none" and prompt_length != task_prompt_length:
+        raise ValueError(f"combine 'add' adds G(x) onto the task prompt position by position: prompt_length "
+                         f"({prompt_length}) must equal task_prompt_length ({task_prompt_length})")
+    added = combine == "add" and strategy != "none"
+    n_prefix = task_prompt_length if added else prompt_length + task_prompt_length
     if n_prefix + 3 > position_limit:  # [CLS] <mask> [SEP] at least
         raise ValueError(f"prompt_length + task_prompt_length = {n_prefix} leaves no room under the model's "
                          f"{position_limit} positions: use at most {position_limit - 3} prompt tokens")
@@ -95,15 +107,21 @@ def build_input_prompt(embedding: nn.Embedding, tokenizer, position_limit: int, 
         # Lester et al.: start task prompts from embeddings of sampled vocabulary tokens.
         rows = torch.randint(0, vocab_size, (task_prompt_length,))
         task_prompt = nn.Parameter(embedding.weight.detach()[rows].clone())
-    settings = dict(prompt_length=prompt_length, task_prompt_length=task_prompt_length, init_std=init_std)
+    settings = dict(prompt_length=prompt_length, task_prompt_length=task_prompt_length, init_std=init_std,
+                    combine=combine, n_prefix=n_prefix)
     return task_prompt, generator, settings
 
 
 def input_prompt_vectors(task_prompt: Optional[torch.Tensor], generator: Optional[nn.Module], input_ids: torch.Tensor,
                          content_mask: torch.Tensor, attention_mask: torch.Tensor,
-                         dropout: Optional[nn.Module] = None) -> Optional[torch.Tensor]:
+                         dropout: Optional[nn.Module] = None, combine: str = "concat") -> Optional[torch.Tensor]:
     """(B, task_prompt_length + prompt_length, H): the task vectors, then G(x) (through ``dropout`` when
-    given, e.g. ``PositionDropout``); ``None`` without either."""
+    given, e.g. ``PositionDropout``); with ``combine="add"``, (B, task_prompt_length, H): task vectors + G(x).
+    ``None`` without either."""
+    if combine == "add" and task_prompt is not None and generator is not None:
+        instance = generator(input_ids, content_mask, attention_mask)
+        instance = dropout(instance) if dropout is not None else instance
+        return task_prompt.unsqueeze(0) + instance
     parts = []
     if task_prompt is not None:
         parts.append(task_prompt.unsqueeze(0).expand(input_ids.size(0), -1, -1))

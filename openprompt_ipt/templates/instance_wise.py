@@ -35,7 +35,7 @@ class InstanceWiseTemplate(TrainedTemplateMixin, MixedTemplate):
                  encoder: str = "textcnn", encoder_hidden: int = 128, encoder_dropout: float = 0.1,
                  encoder_path: Optional[str] = None, sequence_utilization_rate: float = 1.0,
                  max_source_tokens: int = 512, instance_dropout: float = 0.0, table_init: str = "random",
-                 placeholder_mapping: dict = {"<text_a>": "text_a", "<text_b>": "text_b"}):
+                 combine: str = "concat", placeholder_mapping: dict = {"<text_a>": "text_a", "<text_b>": "text_b"}):
         super().__init__(model=model, tokenizer=tokenizer, text=None, placeholder_mapping=placeholder_mapping)
         self.strategy = strategy
         self.position_limit = max_positions(model.config)
@@ -45,10 +45,10 @@ class InstanceWiseTemplate(TrainedTemplateMixin, MixedTemplate):
             vocab_rows=vocab_rows, init_std=init_std, sparse=sparse, pretrained_path=pretrained_path, encoder=encoder,
             encoder_hidden=encoder_hidden, encoder_dropout=encoder_dropout, encoder_path=encoder_path,
             sequence_utilization_rate=sequence_utilization_rate, max_source_tokens=max_source_tokens,
-            table_init=table_init)
+            table_init=table_init, combine=combine)
         self.generator, self.task_prompt = generator, task_prompt  # registration order as before (optimizer groups)
         self.prompt_length, self.task_prompt_length = settings["prompt_length"], settings["task_prompt_length"]
-        self.n_prefix = self.prompt_length + self.task_prompt_length
+        self.combine, self.n_prefix = settings["combine"], settings["n_prefix"]
         # opt-in regulariser (issue #33); no parameters, so saved weights are the same with or without it
         self.instance_dropout = PositionDropout(instance_dropout) if instance_dropout else None
         self.init_config = dict(
@@ -57,7 +57,7 @@ class InstanceWiseTemplate(TrainedTemplateMixin, MixedTemplate):
             init_std=settings["init_std"], sparse=sparse, pretrained_path=pretrained_path, encoder=encoder,
             encoder_hidden=encoder_hidden, encoder_dropout=encoder_dropout, encoder_path=encoder_path,
             sequence_utilization_rate=sequence_utilization_rate, max_source_tokens=max_source_tokens,
-            instance_dropout=float(instance_dropout), table_init=table_init, text=text)
+            instance_dropout=float(instance_dropout), table_init=table_init, combine=combine, text=text)
         self.text = text
 
     # ---- OpenPrompt hooks -------------------------------------------------------------------
@@ -76,10 +76,13 @@ class InstanceWiseTemplate(TrainedTemplateMixin, MixedTemplate):
             return None
         content = content_mask(batch, "instance_token_ids") if self.generator is not None else None
         return input_prompt_vectors(self.task_prompt, self.generator, batch["input_ids"], content,
-                                    batch["attention_mask"], dropout=self.instance_dropout)
+                                    batch["attention_mask"], dropout=self.instance_dropout,
+                                    combine=self.combine)
 
     def prompt_position_names(self) -> list:
         """One name per row of ``prompt_vectors``: ``task 1..``, then ``instance 1..``."""
+        if self.n_prefix == self.task_prompt_length and self.prompt_length:  # combine: add
+            return [f"task + instance {i + 1}" for i in range(self.task_prompt_length)]
         return ([f"task {i + 1}" for i in range(self.task_prompt_length)]
                 + [f"instance {i + 1}" for i in range(self.prompt_length)])
 
