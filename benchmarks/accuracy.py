@@ -247,6 +247,10 @@ def report(name: str, group: Dict, rows: List[Dict], command_line: str) -> Dict[
             delta = f"{d:+.1f}"
             # a verdict needs a spread on both sides; a partial group (one seed so far) gets none
             target = ("met" if d >= 0 else "missed") if min(r["n"], base["n"]) > 1 else "n = 1"
+            if group.get("verdict") == "within_one_std" and min(r["n"], base["n"]) > 1:
+                # issue #33's bar: no worse than the base by more than one std (the larger of the two rows')
+                spread = 100 * max(r["test_accuracy"]["std"], base["test_accuracy"]["std"])
+                target = f"{'met' if d >= -spread else 'missed'} (≥ −{spread:.1f})"
         params = f"{r['prompt_params']:,}" if r["prompt_params"] is not None else "–"
         if r["plm_params"]:
             params += f" (+ PLM {r['plm_params']:,})"

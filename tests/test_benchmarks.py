@@ -422,3 +422,27 @@ def test_accuracy_methods_option_runs_only_the_named_rows(tmp_path, monkeypatch,
     with pytest.raises(SystemExit):
         bench.main(["--group", "h33_screen_mr", "--methods", "Prompt Tunning", "--out", out])
     assert "'Prompt Tunning'] not among group h33_screen_mr's methods" in capsys.readouterr().err
+
+
+def test_within_one_std_verdict_for_issue_33_groups(tmp_path):
+    """``verdict: within_one_std``: a row meets the bar when it is at most one std (the larger of its own and its
+    base's) below its base."""
+    bench = _load("accuracy")
+    group = {"title": "T", "task": "mr", "seeds": [1, 2], "paper_source": "none", "verdict": "within_one_std",
+             "methods": [{"label": "Base", "yaml": "yamls/a.yaml"},
+                         {"label": "Close", "yaml": "yamls/b.yaml", "base": "Base"},
+                         {"label": "Far", "yaml": "yamls/c.yaml", "base": "Base"}]}
+    # Base 0.70 / 0.74 (std 2.8); Close 0.68 / 0.70 (-3.0, std 1.4); Far 0.60 / 0.62 (-11.0)
+    for seed, accs in zip([1, 2], [(0.70, 0.68, 0.60), (0.74, 0.70, 0.62)]):
+        for m, a in zip(group["methods"], accs):
+            _fake_run(tmp_path, bench, m, seed, a)
+    md = bench.report("g", group, bench.collect(group, str(tmp_path)), "cmd")["g.md"]
+    lines = {line.split(" | ")[0].strip("| "): line for line in md.splitlines() if line.startswith("| ")}
+    assert "-3.0 | missed (≥ −2.8)" in lines["Close"]
+    assert "-11.0 | missed (≥ −2.8)" in lines["Far"]
+    _fake_run(tmp_path / "b", bench, group["methods"][0], 1, 0.70)
+    _fake_run(tmp_path / "b", bench, group["methods"][0], 2, 0.76)
+    _fake_run(tmp_path / "b", bench, group["methods"][1], 1, 0.68)
+    _fake_run(tmp_path / "b", bench, group["methods"][1], 2, 0.70)
+    md = bench.report("g", group, bench.collect(group, str(tmp_path / "b")), "cmd")["g.md"]
+    assert "-4.0 | met (≥ −4.2)" in md
