@@ -118,14 +118,14 @@ def input_prompt_vectors(task_prompt: Optional[torch.Tensor], generator: Optiona
     """(B, task_prompt_length + prompt_length, H): the task vectors, then G(x) (through ``dropout`` when
     given, e.g. ``PositionDropout``); with ``combine="add"``, (B, task_prompt_length, H): task vectors + G(x).
     ``None`` without either."""
-    if combine == "add" and task_prompt is not None and generator is not None:
-        instance = generator(input_ids, content_mask, attention_mask)
-        instance = dropout(instance) if dropout is not None else instance
+    instance = generator(input_ids, content_mask, attention_mask) if generator is not None else None
+    if instance is not None and dropout is not None:
+        instance = dropout(instance)
+    if combine == "add" and task_prompt is not None and instance is not None:
         return task_prompt.unsqueeze(0) + instance
     parts = []
     if task_prompt is not None:
         parts.append(task_prompt.unsqueeze(0).expand(input_ids.size(0), -1, -1))
-    if generator is not None:
-        instance = generator(input_ids, content_mask, attention_mask)
-        parts.append(dropout(instance) if dropout is not None else instance)
+    if instance is not None:
+        parts.append(instance)
     return torch.cat(parts, dim=1) if parts else None

@@ -86,7 +86,6 @@ IPT = {"table_dim": TABLE_DIM, "init_std": INIT_STD, "sparse": Flag(),
        "encoder_hidden": INT_POS, "encoder_dropout": DROPOUT,
        "sequence_utilization_rate": Number(float, low=0, high=1, low_open=True),
        "max_source_tokens": INT_POS}
-INSTANCE_DROPOUT = DROPOUT
 
 SCHEMA: Dict[str, object] = {
     "seed": INT_NONNEG,
@@ -127,7 +126,7 @@ SCHEMA: Dict[str, object] = {
     # templates
     "instance_wise.prompt_length": INT_NONNEG,  # 0 only with strategy none (the template says so)
     "instance_wise.task_prompt_length": INT_NONNEG,
-    "instance_wise.instance_dropout": INSTANCE_DROPOUT,
+    "instance_wise.instance_dropout": DROPOUT,
     **{f"instance_wise.{k}": v for k, v in IPT.items()},
     "generated_prefix.prompt_length": INT_POS,
     "generated_prefix.insert_position": INT_NONNEG,

@@ -81,7 +81,7 @@ class InstanceWiseTemplate(TrainedTemplateMixin, MixedTemplate):
 
     def prompt_position_names(self) -> list:
         """One name per row of ``prompt_vectors``: ``task 1..``, then ``instance 1..``."""
-        if self.n_prefix == self.task_prompt_length and self.prompt_length:  # combine: add
+        if self.combine == "add" and self.prompt_length:
             return [f"task + instance {i + 1}" for i in range(self.task_prompt_length)]
         return ([f"task {i + 1}" for i in range(self.task_prompt_length)]
                 + [f"instance {i + 1}" for i in range(self.prompt_length)])
