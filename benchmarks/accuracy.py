@@ -39,6 +39,7 @@ sys.path.insert(0, ROOT)
 
 from openprompt_ipt.runner.runs import mean_std  # noqa: E402
 from openprompt_ipt.serialization import write_text_atomic  # noqa: E402
+from openprompt_ipt.training.metrics import METRICS  # noqa: E402
 from openprompt_ipt.training.run_dir import clear_runs, run_state  # noqa: E402
 
 GROUPS_FILE = os.path.join(ROOT, "benchmarks", "accuracy_groups.yaml")
@@ -58,6 +59,8 @@ def load_group(name: str, path: str = GROUPS_FILE) -> Dict:
     if name not in groups:
         raise SystemExit(f"error: unknown group {name!r}; known: {', '.join(groups)}")
     group = groups[name]
+    if group.get("score", "accuracy") not in METRICS:
+        raise SystemExit(f"error: group {name}: score {group['score']!r} is not a metric; known: {', '.join(METRICS)}")
     labels = [m["label"] for m in group["methods"]]
     shared = list(group.get("set") or [])  # the group's own overrides (e.g. a few-shot protocol) come first
     for m in group["methods"]:
@@ -192,6 +195,10 @@ def run_group(name: str, group: Dict, out: str, workers: int, threads: int, extr
 
 
 def collect(group: Dict, out: str) -> List[Dict]:
+    """Per method: mean ± std over the finished seeds. The group's ``score`` (default accuracy; e.g.
+    acc_and_f1 for MRPC / QQP, pearson_spearman for STS-B) is the headline column, the dev column and
+    what Δ vs base compares."""
+    score = group.get("score", "accuracy")
     rows = []
     for m in group["methods"]:
         recs = []
@@ -205,10 +212,11 @@ def collect(group: Dict, out: str) -> List[Dict]:
                "prompt_params": recs[0]["trainable"]["prompt"] if recs else None,
                "plm_params": recs[0]["trainable"]["plm"] if recs else None,
                "seconds": mean_std([r["seconds"] for r in recs])["mean"] if recs else None,
-               "dev_accuracy": mean_std([r["best_dev"]["accuracy"] for r in recs])}
+               "dev_score": mean_std([r["best_dev"][score] for r in recs])}
         for key in metrics:
             row[f"test_{key}"] = mean_std([r["test"][key] for r in recs])
-        row["test_per_seed"] = [round(100 * r["test"]["accuracy"], 1) for r in recs]
+        row["test_score"] = row.get(f"test_{score}") or mean_std([])
+        row["test_per_seed"] = [round(100 * r["test"][score], 1) for r in recs]
         # over-fitting at a glance: how far training loss fell, and which epoch dev selection kept
         losses = [r["history"][-1]["train_loss"] for r in recs if r.get("history")]
         row["final_train_loss"] = mean_std(losses)["mean"] if losses else None
@@ -227,44 +235,46 @@ def pct(stats: Dict) -> str:
 
 def report(name: str, group: Dict, rows: List[Dict], command_line: str) -> Dict[str, str]:
     by_label = {r["method"]: r for r in rows}
-    extra = [k for k in rows[0] if k.startswith("test_") and k not in ("test_accuracy", "test_per_seed")]
-    head = ["method", "trainable prompt params", "test acc (mean ± std)"] + \
-           [f"test {k[5:]}" for k in extra] + ["dev acc", "Δ acc vs base", "target", "paper", "seeds", "per-seed test acc",
-                                                "final train loss", "best epochs"]
+    score = group.get("score", "accuracy")
+    shown = "acc" if score == "accuracy" else score  # the CSV's and the table's name for the headline
+    extra = [k for k in rows[0] if k.startswith("test_") and k not in ("test_score", f"test_{score}", "test_per_seed")]
+    head = ["method", "trainable prompt params", f"test {shown} (mean ± std)"] + \
+           [f"test {k[5:]}" for k in extra] + [f"dev {shown}", f"Δ {shown} vs base", "target", "paper", "seeds",
+                                                f"per-seed test {shown}", "final train loss", "best epochs"]
     lines = [f"## {group['title']}", "",
              f"`{command_line}` — {len(group['seeds'])} seed{'s' if len(group['seeds']) != 1 else ''} {group['seeds']}; paper column: "
              f"{group['paper_source']}." + (f" Every run: `--set {' --set '.join(group['set'])}`." if group.get("set") else ""), "",
              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     csv_buf = io.StringIO()
     writer = csv.writer(csv_buf)
-    writer.writerow(["method", "prompt_params", "test_acc_mean", "test_acc_std"] +
-                    [f"{k}_mean" for k in extra] + ["dev_acc_mean", "delta_vs_base", "paper", "n"])
+    writer.writerow(["method", "prompt_params", f"test_{shown}_mean", f"test_{shown}_std"] +
+                    [f"{k}_mean" for k in extra] + [f"dev_{shown}_mean", "delta_vs_base", "paper", "n"])
     for r in rows:
         delta, target = "", ""
         base = by_label.get(r["base"]) if r["base"] else None
         if base and r["n"] and base["n"]:
-            d = 100 * (r["test_accuracy"]["mean"] - base["test_accuracy"]["mean"])
+            d = 100 * (r["test_score"]["mean"] - base["test_score"]["mean"])
             delta = f"{d:+.1f}"
             # a verdict needs a spread on both sides; a partial group (one seed so far) gets none
             target = ("met" if d >= 0 else "missed") if min(r["n"], base["n"]) > 1 else "n = 1"
             if group.get("verdict") == "within_one_std" and min(r["n"], base["n"]) > 1:
                 # issue #33's bar: no worse than the base by more than one std (the larger of the two rows')
-                spread = 100 * max(r["test_accuracy"]["std"], base["test_accuracy"]["std"])
+                spread = 100 * max(r["test_score"]["std"], base["test_score"]["std"])
                 target = f"{'met' if d >= -spread else 'missed'} (≥ −{spread:.1f})"
         params = f"{r['prompt_params']:,}" if r["prompt_params"] is not None else "–"
         if r["plm_params"]:
             params += f" (+ PLM {r['plm_params']:,})"
         paper = f"{r['paper']:.1f}" if r["paper"] is not None else "–"
-        cells = [r["method"], params, pct(r.get("test_accuracy"))] + [pct(r.get(k)) for k in extra] + \
-                [pct(r["dev_accuracy"]), delta, target, paper, str(r["n"]),
+        cells = [r["method"], params, pct(r.get("test_score"))] + [pct(r.get(k)) for k in extra] + \
+                [pct(r["dev_score"]), delta, target, paper, str(r["n"]),
                  " ".join(f"{v:.1f}" for v in r["test_per_seed"]),
                  f"{r['final_train_loss']:.3f}" if r.get("final_train_loss") is not None else "–",
                  ", ".join(str(e) for e in r.get("best_epochs") or [])]
         lines.append("| " + " | ".join(cells) + " |")
-        acc = r.get("test_accuracy") or {}
-        writer.writerow([r["method"], r["prompt_params"], acc.get("mean"), acc.get("std")] +
+        head_stats = r.get("test_score") or {}
+        writer.writerow([r["method"], r["prompt_params"], head_stats.get("mean"), head_stats.get("std")] +
                         [(r.get(k) or {}).get("mean") for k in extra] +
-                        [r["dev_accuracy"].get("mean"), delta, r["paper"], r["n"]])
+                        [r["dev_score"].get("mean"), delta, r["paper"], r["n"]])
     return {f"{name}.md": "\n".join(lines) + "\n", f"{name}.csv": csv_buf.getvalue()}
 
 

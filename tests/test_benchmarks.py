@@ -446,3 +446,34 @@ def test_within_one_std_verdict_for_issue_33_groups(tmp_path):
     _fake_run(tmp_path / "b", bench, group["methods"][1], 2, 0.70)
     md = bench.report("g", group, bench.collect(group, str(tmp_path / "b")), "cmd")["g.md"]
     assert "-4.0 | met (≥ −4.2)" in md
+
+
+def test_accuracy_table_headline_is_the_groups_score(tmp_path):
+    """A GLUE group (``score: pearson_spearman``, STS-B) reports, compares and lists per seed its own metric,
+    not accuracy (a regression run has none); an unknown score is refused by name."""
+    import pytest
+    import yaml
+
+    bench = _load("accuracy")
+    group = {"title": "T", "task": "stsb", "seeds": [1, 2], "paper_source": "P", "score": "pearson_spearman",
+             "methods": [{"label": "Base", "yaml": "yamls/a.yaml"}, {"label": "IDPG", "yaml": "yamls/b.yaml", "base": "Base"}]}
+    for m, seed, (p, s) in [(0, 1, (0.70, 0.80)), (0, 2, (0.72, 0.82)), (1, 1, (0.80, 0.90)), (1, 2, (0.84, 0.86))]:
+        d = bench.run_dir(str(tmp_path), group["methods"][m], seed)
+        os.makedirs(d)
+        test = {"pearson": p, "spearman": s, "pearson_spearman": (p + s) / 2, "mse": 0.1}
+        with open(os.path.join(d, "metrics.json"), "w") as f:
+            json.dump({"metrics": ["pearson", "spearman", "pearson_spearman", "mse"], "trainable": {"prompt": 10, "plm": 0},
+                       "best_dev": {"pearson_spearman": 0.5}, "test": test, "seconds": 1.0}, f)
+    out = bench.report("g", group, bench.collect(group, str(tmp_path)), "cmd")
+    lines = [line.split(" | ") for line in out["g.md"].splitlines() if line.startswith("| ")]
+    head, rows = lines[0], {cells[0].strip("| "): cells for cells in lines[1:]}
+    assert head[2] == "test pearson_spearman (mean ± std)" and "test pearson" in head and "test pearson_spearman" not in head[3:]
+    assert rows["Base"][2] == "76.0 ± 1.4"          # (0.75, 0.77): mean 76.0, sample std 1.4
+    assert rows["IDPG"][2] == "85.0 ± 0.0"          # (0.85, 0.85)
+    assert "+9.0" in rows["IDPG"] and "met" in " ".join(rows["IDPG"])
+    assert "75.0 77.0" in rows["Base"]              # per-seed column is the score too
+    assert out["g.csv"].splitlines()[0].startswith("method,prompt_params,test_pearson_spearman_mean,test_pearson_spearman_std")
+    groups = tmp_path / "groups.yaml"
+    groups.write_text(yaml.safe_dump({"bad": dict(group, score="pearson_spearmen")}))
+    with pytest.raises(SystemExit, match="score 'pearson_spearmen' is not a metric"):
+        bench.load_group("bad", str(groups))

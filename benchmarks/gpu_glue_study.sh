@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Issue #30's GLUE study (groups glue_mrpc / glue_stsb / glue_qnli / glue_qqp) on one lent GPU machine,
+# which has its own python3 (torch, transformers) and no network. What it needs travels in .devcarry/
+# (git-ignored): the wheels of OpenPrompt and its missing pure-Python dependencies (whl/), the offline
+# MiniLM in fp16 (minilm/: 45 MB instead of 91 MB, to fit the 64 MiB transfer; upcast back to fp32 here, so
+# the backbone differs from the CPU runs' by fp16 rounding of its weights) and the GLUE folders (glue.tgz).
+#
+#   bash benchmarks/gpu_glue_study.sh [SECONDS] [extra --set overrides for every run ...]
+#
+# Runs the four groups at once (one process per run, 15 in all), seed-major, starts no run after
+# STOP_AFTER minutes, and ends by SECONDS (default 540): runs still going then are dropped (they resume on
+# the next call). Finished runs (metrics.json, config.json, log.csv) are packed into $OUT/glue_results.tgz
+# every minute and at the end; unpack it at the repository root and rebuild the tables with
+#   python benchmarks/accuracy.py --group glue_mrpc --report-only   (and the same for the other three)
+set -u
+LIMIT=${1:-540}; shift || true
+START=$(date +%s)
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+C=.devcarry
+PY=${PYTHON:-python3}
+if [ -z "${SKIP_INSTALL:-}" ]; then
+  $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site $C/whl/*.whl || exit 1
+  export PYTHONPATH=/tmp/site:$PWD
+fi
+mkdir -p /tmp/assets && tar xzf $C/glue.tgz -C /tmp/assets || exit 1
+export IPT_ASSETS=/tmp/assets TOKENIZERS_PARALLELISM=false PYTHONUNBUFFERED=1
+mkdir -p /tmp/minilm && cp $C/minilm/*.json $C/minilm/vocab.txt /tmp/minilm/ && $PY - <<'EOF' || exit 1
+from safetensors.torch import load_file, save_file
+sd = load_file(".devcarry/minilm/model_fp16.safetensors")
+save_file({k: v.float() if v.is_floating_point() else v for k, v in sd.items()}, "/tmp/minilm/model.safetensors")
+EOF
+$PY -c "import torch, transformers; print('torch', torch.__version__, 'transformers', transformers.__version__, 'cuda', torch.cuda.is_available(), torch.cuda.get_device_name(0) if torch.cuda.is_available() else '')" || exit 1
+SETS=(--set plm.model_path=/tmp/minilm)
+for s in "$@"; do SETS+=(--set "$s"); done
+
+pack() {  # finished runs only: a metrics.json marks one
+  find results/accuracy -path '*glue_*' -name metrics.json 2>/dev/null | while read -r m; do
+    d=$(dirname "$m"); echo "$d/metrics.json"; echo "$d/config.json"; [ -f "$d/log.csv" ] && echo "$d/log.csv"; done \
+    > /tmp/pack.list
+  tar czf "$OUT/glue_results.tgz.tmp" -T /tmp/pack.list results/accuracy/glue_*/logs 2>/dev/null
+  mv "$OUT/glue_results.tgz.tmp" "$OUT/glue_results.tgz"
+  echo "packed $(wc -l < /tmp/pack.list) files at $(( $(date +%s) - START )) s"
+}
+
+STOP_MIN=$(( (LIMIT - 150) / 60 ))  # a run started later than this would not finish
+# workers by each group's share of the optimizer steps (QQP 15k training rows, QNLI 8k, STS-B 4.6k, MRPC 2.9k)
+declare -A W=([glue_qqp]=6 [glue_qnli]=4 [glue_stsb]=3 [glue_mrpc]=2)
+pids=()
+for g in glue_qqp glue_qnli glue_stsb glue_mrpc; do
+  $PY benchmarks/accuracy.py --group $g --workers ${W[$g]} --stop-after $STOP_MIN --docs /tmp/docs "${SETS[@]}" \
+    > "$OUT/$g.log" 2>&1 &
+  pids+=($!)
+done
+while :; do
+  sleep 20
+  alive=0; for p in "${pids[@]}"; do kill -0 "$p" 2>/dev/null && alive=1; done
+  now=$(( $(date +%s) - START ))
+  [ $(( now % 60 )) -lt 20 ] && pack
+  [ $alive = 0 ] && break
+  [ $now -ge "$LIMIT" ] && { echo "time limit $LIMIT s: dropping the runs still going"; break; }
+done
+pack
+nvidia-smi --query-gpu=memory.used,utilization.gpu --format=csv 2>/dev/null
+for g in glue_qqp glue_qnli glue_stsb glue_mrpc; do tail -n 3 "$OUT/$g.log"; done

@@ -1,0 +1,54 @@
+"""Issue #30's GLUE study groups (glue_mrpc / glue_stsb / glue_qnli / glue_qqp): every row's YAML validates,
+runs the group's task and selects on the group's score, every YAML of yamls/glue/ is a row, and all rows
+share one budget, so the tables compare methods and nothing else."""
+import glob
+import importlib.util
+import os
+
+import yaml
+
+ROOT = os.path.join(os.path.dirname(__file__), "..")
+TASKS = {"mrpc": "acc_and_f1", "stsb": "pearson_spearman", "qnli": "accuracy", "qqp": "acc_and_f1"}
+ROWS = ["Prompt Tuning (t = 5)", "P-tuning v2", "S-IDPG-PHM", "M-IDPG-PHM", "Fine-tuning"]
+
+
+def _accuracy():
+    spec = importlib.util.spec_from_file_location("accuracy", os.path.join(ROOT, "benchmarks", "accuracy.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_glue_groups_run_their_task_select_on_its_score_and_share_one_budget():
+    from openprompt_ipt.runner.config import load_config
+
+    bench = _accuracy()
+    used, budgets = set(), set()
+    for task, score in TASKS.items():
+        group = bench.load_group(f"glue_{task}")
+        assert group["score"] == score and group["seeds"] == [1, 2, 3]
+        assert [m["label"] for m in group["methods"]] == ROWS
+        bases = {m["label"]: m.get("base") for m in group["methods"]}
+        assert bases["S-IDPG-PHM"] == "Prompt Tuning (t = 5)" and bases["M-IDPG-PHM"] == "P-tuning v2"
+        for m in group["methods"]:
+            cfg = load_config(os.path.join(ROOT, m["yaml"]), m["set"])
+            assert cfg["dataset"]["name"] == task and cfg["train"]["metric"] == score, m["yaml"]
+            assert (cfg["verbalizer"] == "regression_head") == (task == "stsb"), m["yaml"]
+            assert cfg["plm"]["freeze"] == (m["label"] != "Fine-tuning"), m["yaml"]
+            budgets.add((cfg["train"]["epochs"], cfg["train"]["batch_size"], cfg["plm"]["max_seq_length"],
+                         cfg["dataset"]["dev_from_train"]))
+            used.add(m["yaml"])
+        pt = load_config(os.path.join(ROOT, group["methods"][0]["yaml"]))
+        assert pt["instance_wise"]["task_prompt_length"] == 5  # IDPG's Prompt Tuning baseline, t = 5
+    assert budgets == {(5, 32, 128, 0.2)}
+    shipped = {os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, "yamls", "glue", "*.yaml"))}
+    assert shipped == used
+
+
+def test_glue_group_paper_column_is_idpg_table_1():
+    """The paper column holds IDPG Table 1's roberta-large numbers (a few cells checked by hand)."""
+    with open(os.path.join(ROOT, "benchmarks", "accuracy_groups.yaml")) as f:
+        groups = yaml.safe_load(f)
+    paper = {(g, m["label"]): m["paper"] for g in groups if g.startswith("glue_") for m in groups[g]["methods"]}
+    assert paper[("glue_mrpc", "M-IDPG-PHM")] == 92.3 and paper[("glue_stsb", "Fine-tuning")] == 92.2
+    assert paper[("glue_qnli", "P-tuning v2")] == 92.9 and paper[("glue_qqp", "Prompt Tuning (t = 5)")] == 81.6
