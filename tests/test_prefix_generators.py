@@ -273,3 +273,35 @@ def test_ipt_pretrained_prefix_refuses_a_table_of_another_vocabulary(plm, tmp_pa
         build_prefix(model, tok, generator="ipt_pretrained", ipt={"pretrained_path": path})
     save_table(path, torch.randn(len(tok), 8), {"tokenizer": "same", "tokenizer_fingerprint": tokenizer_fingerprint(tok)})
     build_prefix(model, tok, generator="ipt_pretrained", ipt={"pretrained_path": path})
+
+
+def test_plm_cls_reads_a_batch_off_the_device_in_a_few_copies_not_one_per_row(plm, monkeypatch):
+    """M(x)'s packing and cache keys read the batch on the host with a fixed number of device copies: per-row
+    ``.tolist()`` / ``.cpu()`` is one GPU sync per row (the old code: ~4 per example), whatever the batch size.
+    The representation is unchanged: the cached pass equals a fresh pass of the packed rows."""
+    model, tok = plm
+    pm = build_prefix(model, tok, generator="idpg", idpg={"layer": "dnn", "hidden": 4})
+    enc = pm.template.generator.sentence
+    copies = {"n": 0}
+    for name in ("tolist", "cpu", "item"):
+        real = getattr(torch.Tensor, name)
+
+        def counted(self, *a, _real=real, **k):
+            copies["n"] += 1
+            return _real(self, *a, **k)
+        monkeypatch.setattr(torch.Tensor, name, counted)
+    seen = {}
+    for n in (2, 12):
+        batch = batch_for(pm, tok, examples(n))
+        parts = batch["text_part_ids"]
+        enc.cache.clear()
+        copies["n"] = 0
+        got = enc(batch["input_ids"], parts > 0, batch["attention_mask"], part_ids=parts)
+        seen[n] = copies["n"]
+        copies["n"] = 0
+        again = enc(batch["input_ids"], parts > 0, batch["attention_mask"], part_ids=parts)  # from the cache
+        assert copies["n"] <= seen[n] and torch.equal(got, again)
+    assert seen[12] == seen[2] and seen[2] <= 8, seen
+    ids, mask = pack_content(batch["input_ids"], parts > 0, enc.cls_id, enc.sep_id, enc.pad_id, parts, enc.pair_sep)
+    with torch.no_grad():
+        assert torch.allclose(got, model.base_model(input_ids=ids, attention_mask=mask)[0][:, 0], atol=1e-5)
