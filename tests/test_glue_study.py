@@ -52,3 +52,30 @@ def test_glue_group_paper_column_is_idpg_table_1():
     paper = {(g, m["label"]): m["paper"] for g in groups if g.startswith("glue_") for m in groups[g]["methods"]}
     assert paper[("glue_mrpc", "M-IDPG-PHM")] == 92.3 and paper[("glue_stsb", "Fine-tuning")] == 92.2
     assert paper[("glue_qnli", "P-tuning v2")] == 92.9 and paper[("glue_qqp", "Prompt Tuning (t = 5)")] == 81.6
+
+
+def test_glue_summary_puts_each_score_beside_the_paper_and_judges_the_orderings(tmp_path):
+    import json
+
+    spec = importlib.util.spec_from_file_location("glue_summary", os.path.join(ROOT, "benchmarks", "glue_summary.py"))
+    summary = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(summary)
+    bench = summary.accuracy
+    group = bench.load_group("glue_stsb")
+    by_label = {m["label"]: m for m in group["methods"]}
+    scores = {"Prompt Tuning (t = 5)": [0.70, 0.72], "S-IDPG-PHM": [0.71, 0.69], "P-tuning v2": [0.78, 0.80],
+              "M-IDPG-PHM": [0.84, 0.86]}
+    for label, values in scores.items():
+        for seed, v in zip([1, 2], values):
+            d = bench.run_dir(str(tmp_path / "glue_stsb"), by_label[label], seed)
+            os.makedirs(d)
+            with open(os.path.join(d, "metrics.json"), "w") as f:
+                json.dump({"metrics": ["pearson_spearman"], "trainable": {"prompt": 1, "plm": 0}, "seconds": 1.0,
+                           "best_dev": {"pearson_spearman": v}, "test": {"pearson_spearman": v}}, f)
+    text = summary.build(str(tmp_path))
+    rows = {line.split(" | ")[0].strip("| "): line.split(" | ") for line in text.splitlines() if line.startswith("| ")}
+    assert rows["M-IDPG-PHM"][2] == "85.0 ± 1.4 (n=2) [91.4]"        # STS-B column, paper in brackets
+    assert rows["Fine-tuning"][2] == "– [92.2]" and rows["M-IDPG-PHM"][1] == "– [92.3]"
+    assert rows["M-IDPG-PHM > P-tuning v2"][2] == "+6.0 (holds)"
+    assert rows["S-IDPG-PHM > Prompt Tuning (t = 5)"][2] == "-1.0 (within one std)"
+    assert rows["M-IDPG-PHM > P-tuning v2"][1] == "not run"
