@@ -5,7 +5,9 @@
 # MiniLM in fp16 (minilm/: 45 MB instead of 91 MB, to fit the 64 MiB transfer; upcast back to fp32 here, so
 # the backbone differs from the CPU runs' by fp16 rounding of its weights) and the GLUE folders (glue.tgz).
 #
-#   bash benchmarks/gpu_glue_study.sh [SECONDS] [extra --set overrides for every run ...]
+#   [CHECK_SPEED=1] bash benchmarks/gpu_glue_study.sh [SECONDS] [extra --set overrides for every run ...]
+# (.devcarry/ from benchmarks/prepare_device_carry.sh; CHECK_SPEED=1 first times one training step per method
+# with benchmarks/efficiency.py into $OUT/speed.md.)
 #
 # Runs the four groups at once (one process per run, 15 in all), seed-major, starts no run after
 # STOP_AFTER minutes, and ends by SECONDS (default 540): runs still going then are dropped (they resume on
@@ -30,6 +32,11 @@ sd = load_file(".devcarry/minilm/model_fp16.safetensors")
 save_file({k: v.float() if v.is_floating_point() else v for k, v in sd.items()}, "/tmp/minilm/model.safetensors")
 EOF
 $PY -c "import torch, transformers; print('torch', torch.__version__, 'transformers', transformers.__version__, 'cuda', torch.cuda.is_available(), torch.cuda.get_device_name(0) if torch.cuda.is_available() else '')" || exit 1
+if [ -n "${CHECK_SPEED:-}" ]; then  # step time per method on the idle GPU first: is IDPG still ~10x Prompt Tuning?
+  timeout 150 $PY benchmarks/efficiency.py --backbone /tmp/minilm --batch-size 32 --rounds 2 --steps 5 --no-memory \
+    --methods "Prompt Tuning,P-tuning v2,S-IDPG-PHM,M-IDPG-PHM (cached [CLS]),M-IDPG-PHM (uncached [CLS]),M-IDPG-PHM (hidden injection)" \
+    --data-root /tmp/assets --output "$OUT/speed.md" > "$OUT/speed.log" 2>&1 || echo "speed check failed: $OUT/speed.log"
+fi
 SETS=(--set plm.model_path=/tmp/minilm)
 for s in "$@"; do SETS+=(--set "$s"); done
 

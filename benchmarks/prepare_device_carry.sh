@@ -36,5 +36,5 @@ if local:
     save_file({k: v.float() if v.is_floating_point() else v for k, v in half.items()}, f"{local}/model.safetensors")
 EOF
 if [ -n "$LOCAL" ]; then cp $C/minilm/*.json $C/minilm/vocab.txt "$LOCAL"/; fi
-tar czf $C/glue.tgz -C "$ASSETS" glue/MRPC glue/STS-B glue/QNLI glue/QQP/train_subset_23496.tsv
+tar czf $C/glue.tgz -C "$ASSETS" glue/MRPC glue/STS-B glue/QNLI glue/QQP/train_subset_23496.tsv superglue/CB  # CB: CHECK_SPEED's text
 du -sh $C
