@@ -199,3 +199,26 @@ def test_a_run_saved_before_a_new_default_key_resumes(tmp_path):
     changed = {"seed": 1, "dataset": {"name": "cb", "skip_bad_rows": not DEFAULTS["dataset"]["skip_bad_rows"]}}
     with pytest.raises(ValueError, match=r"dataset.skip_bad_rows"):
         check_resume_config(str(tmp_path), changed, defaults=DEFAULTS)
+
+
+def test_quiet_runs_draw_no_tokenizing_bar(capsys):
+    """``--quiet`` (show_progress=False) promises no progress bars: tokenizing a split of >= 500 examples
+    drew one into every benchmark log; with show_progress it still shows."""
+    from openprompt.data_utils import InputExample
+
+    class Template:
+        registered_inputflag_names = ()
+
+        def wrap_one_example(self, ex):
+            return ex
+
+    class Wrapper:
+        def tokenize_one_example(self, wrapped, teacher_forcing=False):
+            return {"input_ids": [1, 2, 0], "attention_mask": [1, 1, 0]}
+
+    exs = [InputExample(guid=str(i), text_a="a", text_b="b", label=0) for i in range(600)]
+    feats = encode_examples(exs, Template(), Wrapper(), desc="train", show_progress=False)
+    assert len(feats) == 600 and feats[0]["input_ids"].tolist() == [1, 2]
+    assert "train" not in capsys.readouterr().err
+    encode_examples(exs, Template(), Wrapper(), desc="train")
+    assert "train" in capsys.readouterr().err

@@ -30,12 +30,13 @@ def _text_fields_filled(example):
     return filled
 
 
-def encode_examples(examples: Sequence, template, tokenizer_wrapper, desc: str = "tokenizing") -> List[Dict]:
+def encode_examples(examples: Sequence, template, tokenizer_wrapper, desc: str = "tokenizing",
+                    show_progress: bool = True) -> List[Dict]:
     if len(examples) == 0:
         raise ValueError(f"no examples to encode ({desc}): check the data path and split name")
     keys = set(SEQUENCE_KEYS) | set(getattr(template, "registered_inputflag_names", ()))  # + the template's flags
     features = []
-    for ex in tqdm(examples, desc=desc, leave=False, disable=len(examples) < 500):
+    for ex in tqdm(examples, desc=desc, leave=False, disable=not show_progress or len(examples) < 500):
         wrapped = template.wrap_one_example(_text_fields_filled(ex))
         enc = tokenizer_wrapper.tokenize_one_example(wrapped, teacher_forcing=False)
         length = int(sum(enc["attention_mask"]))

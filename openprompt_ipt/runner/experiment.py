@@ -343,7 +343,7 @@ def run_experiment(cfg: Dict, root: str | None = None, output_dir: str | None = 
     n_prefix = getattr(model.template, "n_prefix", 0)
     max_len = min(int(cfg["plm"]["max_seq_length"]), max_positions(model.plm.config) - n_prefix)
     wrapper = wrapper_class(max_seq_length=max_len, tokenizer=tokenizer, truncate_method="balanced")  # OpenPrompt's "tail" crashes when a part empties
-    feats = {name: encode_examples(exs, model.template, wrapper, desc=name)
+    feats = {name: encode_examples(exs, model.template, wrapper, desc=name, show_progress=show_progress)
              for name, exs in (("train", train), ("dev", dev), ("test", test))}
     tcfg = cfg["train"]
     gen = torch.Generator().manual_seed(cfg["seed"])
