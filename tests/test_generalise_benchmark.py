@@ -92,3 +92,48 @@ def test_accuracy_seeds_option_runs_only_those_seeds(tmp_path, monkeypatch):
     with pytest.raises(SystemExit):
         bench.main(args + ["--seeds", "4"])
     assert len(started) == 1
+
+
+def test_generalise_summary_judges_each_row_against_its_base_by_the_issues_bar(tmp_path):
+    """benchmarks/generalise_summary.py on fake finished runs with hand-computed means and stds: the bar is
+    "no worse than the base by more than the larger std", one seed gets no verdict, and the fix table reads
+    the reference runs its from_group rows point at."""
+    import importlib.util
+    import json
+
+    spec = importlib.util.spec_from_file_location("generalise_summary", os.path.join(_load("accuracy").ROOT, "benchmarks",
+                                                                                   "generalise_summary.py"))
+    summary = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(summary)
+    bench = summary.accuracy
+
+    def write(group_name, label, values):
+        m = {x["label"]: x for x in bench.load_group(group_name)["methods"]}[label]
+        for seed, v in enumerate(values, start=1):
+            d = bench.run_dir(str(tmp_path / group_name), m, seed)
+            os.makedirs(d)
+            with open(os.path.join(d, "metrics.json"), "w") as f:
+                json.dump({"metrics": ["accuracy"], "trainable": {"prompt": 1, "plm": 0}, "seconds": 1.0,
+                           "best_dev": {"accuracy": v}, "test": {"accuracy": v}}, f)
+
+    write("generalise_mr", "Prompt Tuning", [0.74, 0.76])            # 75.0 ± 1.41
+    write("generalise_mr", "M-IDPG-PHM", [0.80, 0.78])               # base Prefix Tuning: not run
+    write("generalise_mr", "S-IDPG-PHM", [0.74, 0.75])               # -0.5, within 1.41
+    write("generalise_mr", "PT + Random IPT", [0.70, 0.72])          # -4.0, missed
+    write("generalise_mr", "PT + Pretrained IPT", [0.70])            # one seed: no verdict
+    fix = bench.load_group("h33_fix_mr")["methods"][3]["label"]
+    write("h33_fix_mr", fix, [0.75, 0.74])                           # paired Δ +1.0 -2.0
+    text = summary.build(str(tmp_path))
+    rows = {}
+    for line in text.splitlines():
+        if line.startswith("| "):
+            cells = [c.strip() for c in line.strip("|").split(" | ")]
+            rows.setdefault(cells[0], cells)
+    assert rows["Prompt Tuning"][1] == "75.0 ± 1.4 (n=2)" and rows["Prompt Tuning"][2] == "–"
+    assert rows["S-IDPG-PHM (Prompt Tuning)"][1] == "-0.50 (within one std, bar ≥ −1.41)"
+    assert rows["PT + Random IPT (Prompt Tuning)"][1] == "-4.00 (missed, bar ≥ −1.41)"
+    assert rows["PT + Pretrained IPT (Prompt Tuning)"][1] == "-5.00 (n < 2)"
+    assert rows["M-IDPG-PHM (Prefix Tuning)"][1] == "–"
+    mr = rows["MR"]
+    assert mr[1] == "75.0 ± 1.4 (n=2)" and mr[2] == "71.0 ± 1.4 (n=2)"   # the reference runs, read through from_group
+    assert mr[6] == "-0.50 (within one std, bar ≥ −1.41)" and mr[7] == "+1.0 -2.0"
