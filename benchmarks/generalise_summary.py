@@ -59,12 +59,20 @@ def reference_table(results_root: str) -> str:
     lines = ["Test accuracy, mean ± std (n seeds):", "", head, rule]
     for m in methods:
         lines.append(f"| {m['label']} | " + " | ".join(cell(tables[t][1][m["label"]]) for t, _ in TASKS) + " |")
-    lines += ["", "Each instance-wise row against its base (Δ points; the bar: no worse than one std):", "",
+    lines += ["", "Each instance-wise row against its base: Δ of the means in points, the issue's bar (no worse than "
+              "the larger std), then the paired Δ per seed (same seed = same data draw):", "",
               "| method (base) | " + " | ".join(n for _, n in TASKS) + " |", rule]
     for m in methods:
         if not m.get("base"):
             continue
-        cells = [verdict(tables[t][1][m["label"]], tables[t][1][m["base"]]) for t, _ in TASKS]
+        cells = []
+        for t, _ in TASKS:
+            group, rows = tables[t]
+            by_label = {x["label"]: x for x in group["methods"]}
+            paired = per_seed_delta(group, os.path.join(results_root, f"generalise_{t}"), by_label[m["label"]],
+                                    by_label[m["base"]])
+            judged = verdict(rows[m["label"]], rows[m["base"]])
+            cells.append(judged if judged == "–" else f"{judged}; per seed {paired}")
         lines.append(f"| {m['label']} ({m['base']}) | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 

@@ -123,17 +123,21 @@ def test_generalise_summary_judges_each_row_against_its_base_by_the_issues_bar(t
     write("generalise_mr", "PT + Pretrained IPT", [0.70])            # one seed: no verdict
     fix = bench.load_group("h33_fix_mr")["methods"][3]["label"]
     write("h33_fix_mr", fix, [0.75, 0.74])                           # paired Δ +1.0 -2.0
+    write("generalise_subj", "Prompt Tuning", [0.90])                # another task's YAML names its run folders
+    write("generalise_subj", "S-IDPG-PHM", [0.88])
     text = summary.build(str(tmp_path))
     rows = {}
     for line in text.splitlines():
         if line.startswith("| "):
             cells = [c.strip() for c in line.strip("|").split(" | ")]
             rows.setdefault(cells[0], cells)
-    assert rows["Prompt Tuning"][1] == "75.0 ± 1.4 (n=2)" and rows["Prompt Tuning"][2] == "–"
-    assert rows["S-IDPG-PHM (Prompt Tuning)"][1] == "-0.50 (within one std, bar ≥ −1.41)"
-    assert rows["PT + Random IPT (Prompt Tuning)"][1] == "-4.00 (missed, bar ≥ −1.41)"
-    assert rows["PT + Pretrained IPT (Prompt Tuning)"][1] == "-5.00 (n < 2)"
+    assert rows["Prompt Tuning"][1] == "75.0 ± 1.4 (n=2)" and rows["Prompt Tuning"][2] == "90.0 (n=1)"
+    assert rows["Prompt Tuning"][3] == "–"                                # MPQA: nothing run
+    assert rows["S-IDPG-PHM (Prompt Tuning)"][1] == "-0.50 (within one std, bar ≥ −1.41); per seed +0.0 -1.0"
+    assert rows["PT + Random IPT (Prompt Tuning)"][1] == "-4.00 (missed, bar ≥ −1.41); per seed -4.0 -4.0"
+    assert rows["PT + Pretrained IPT (Prompt Tuning)"][1] == "-5.00 (n < 2); per seed -4.0"
     assert rows["M-IDPG-PHM (Prefix Tuning)"][1] == "–"
+    assert rows["S-IDPG-PHM (Prompt Tuning)"][2] == "-2.00 (n < 2); per seed -2.0"
     mr = rows["MR"]
     assert mr[1] == "75.0 ± 1.4 (n=2)" and mr[2] == "71.0 ± 1.4 (n=2)"   # the reference runs, read through from_group
     assert mr[6] == "-0.50 (within one std, bar ≥ −1.41)" and mr[7] == "+1.0 -2.0"
