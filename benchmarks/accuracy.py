@@ -308,6 +308,19 @@ def check_peer_libraries(group: Dict, out: str) -> None:
                 raise SystemExit(f"error: {m['label']}: {e}") from None
 
 
+def summary_cli(doc: str, default_out: str, header: str, build, argv=None) -> int:
+    """The command line of the cross-group summaries (glue_summary.py, generalise_summary.py): read the
+    groups' finished runs, write the tables under docs/results/ and print them."""
+    p = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--results", default=os.path.join(ROOT, "results", "accuracy"), help="the groups' run folders")
+    p.add_argument("--out", default=os.path.join(ROOT, "docs", "results", default_out))
+    args = p.parse_args(argv)
+    text = header + "\n\n" + build(args.results)
+    write_text_atomic(args.out, text)
+    print(text)
+    return 0
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--group", required=True, help="a group of benchmarks/accuracy_groups.yaml")

@@ -14,7 +14,6 @@ Cells come from the finished runs under results/accuracy/<group>/ (benchmarks/ac
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -23,7 +22,6 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 
 import accuracy  # noqa: E402
-from openprompt_ipt.serialization import write_text_atomic  # noqa: E402
 
 TASKS = [("mr", "MR"), ("subj", "Subj"), ("mpqa", "MPQA"), ("agnews", "AG News")]
 
@@ -110,15 +108,9 @@ def build(results_root: str) -> str:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--results", default=os.path.join(ROOT, "results", "accuracy"), help="the groups' run folders")
-    p.add_argument("--out", default=os.path.join(ROOT, "docs", "results", "generalise_table.md"))
-    args = p.parse_args(argv)
-    text = ("Issue #33 on MiniLM, 2,000 training rows, 5 epochs, test accuracy. "
-            "`python benchmarks/generalise_summary.py`\n\n" + build(args.results))
-    write_text_atomic(args.out, text)
-    print(text)
-    return 0
+    header = ("Issue #33 on MiniLM, 2,000 training rows, 5 epochs, test accuracy. "
+              "`python benchmarks/generalise_summary.py`")
+    return accuracy.summary_cli(__doc__, "generalise_table.md", header, build, argv)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,6 @@ Tuning and M-IDPG-PHM vs P-tuning v2 (each needs n >= 2 on both rows, else "n < 
 """
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 
@@ -18,7 +17,6 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 
 import accuracy  # noqa: E402
-from openprompt_ipt.serialization import write_text_atomic  # noqa: E402
 
 TASKS = [("glue_mrpc", "MRPC"), ("glue_stsb", "STS-B"), ("glue_qnli", "QNLI"), ("glue_qqp", "QQP")]
 ORDERINGS = [("S-IDPG-PHM", "Prompt Tuning (t = 5)"), ("M-IDPG-PHM", "P-tuning v2")]
@@ -62,15 +60,9 @@ def build(results_root: str) -> str:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--results", default=os.path.join(ROOT, "results", "accuracy"), help="the groups' run folders")
-    p.add_argument("--out", default=os.path.join(ROOT, "docs", "results", "glue_table1.md"))
-    args = p.parse_args(argv)
-    text = ("Ours: MiniLM, 5 epochs, mean ± std (n seeds); [the paper: roberta-large, IDPG Table 1]. "
-            "`python benchmarks/glue_summary.py`\n\n" + build(args.results))
-    write_text_atomic(args.out, text)
-    print(text)
-    return 0
+    header = ("Ours: MiniLM, 5 epochs, mean ± std (n seeds); [the paper: roberta-large, IDPG Table 1]. "
+              "`python benchmarks/glue_summary.py`")
+    return accuracy.summary_cli(__doc__, "glue_table1.md", header, build, argv)
 
 
 if __name__ == "__main__":
