@@ -308,13 +308,17 @@ def check_peer_libraries(group: Dict, out: str) -> None:
                 raise SystemExit(f"error: {m['label']}: {e}") from None
 
 
-def summary_cli(doc: str, default_out: str, header: str, build, argv=None) -> int:
+def summary_cli(doc: str, default_out: str, header: str, build, groups: List[str], argv=None) -> int:
     """The command line of the cross-group summaries (glue_summary.py, generalise_summary.py): read the
     groups' finished runs, write the tables under docs/results/ and print them."""
     p = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--results", default=os.path.join(ROOT, "results", "accuracy"), help="the groups' run folders")
     p.add_argument("--out", default=os.path.join(ROOT, "docs", "results", default_out))
     args = p.parse_args(argv)
+    # a mistyped --results would otherwise overwrite the finished table with empty cells
+    if not any(os.path.isdir(os.path.join(args.results, g)) for g in groups):
+        raise SystemExit(f"error: --results {args.results}: none of {', '.join(groups)} is a folder there; "
+                         "point it at the folder benchmarks/accuracy.py wrote (default results/accuracy)")
     text = header + "\n\n" + build(args.results)
     write_text_atomic(args.out, text)
     print(text)

@@ -110,7 +110,8 @@ def build(results_root: str) -> str:
 def main(argv=None) -> int:
     header = ("Issue #33 on MiniLM, 2,000 training rows, 5 epochs, test accuracy. "
               "`python benchmarks/generalise_summary.py`")
-    return accuracy.summary_cli(__doc__, "generalise_table.md", header, build, argv)
+    groups = [f"{prefix}_{t}" for prefix in ("generalise", "h33_fix") for t, _ in TASKS]
+    return accuracy.summary_cli(__doc__, "generalise_table.md", header, build, groups, argv)
 
 
 if __name__ == "__main__":

@@ -141,3 +141,19 @@ def test_generalise_summary_judges_each_row_against_its_base_by_the_issues_bar(t
     mr = rows["MR"]
     assert mr[1] == "75.0 ± 1.4 (n=2)" and mr[2] == "71.0 ± 1.4 (n=2)"   # the reference runs, read through from_group
     assert mr[6] == "-0.50 (within one std, bar ≥ −1.41)" and mr[7] == "+1.0 -2.0"
+
+
+def test_generalise_summary_refuses_a_results_folder_without_the_groups_and_keeps_the_table(tmp_path):
+    """A mistyped --results must not overwrite the finished table with empty cells: one line, nothing written."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("generalise_summary", os.path.join(_load("accuracy").ROOT, "benchmarks",
+                                                                                   "generalise_summary.py"))
+    summary = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(summary)
+    out = tmp_path / "table.md"
+    out.write_text("finished table\n")
+    with pytest.raises(SystemExit) as err:
+        summary.main(["--results", str(tmp_path / "typo"), "--out", str(out)])
+    assert "--results" in str(err.value) and "generalise_mr" in str(err.value)
+    assert out.read_text() == "finished table\n"
