@@ -201,12 +201,13 @@ def collect(group: Dict, out: str) -> List[Dict]:
     score = group.get("score", "accuracy")
     rows = []
     for m in group["methods"]:
-        recs = []
+        recs, seeds = [], []
         for s in group["seeds"]:
             path = os.path.join(run_dir(out, m, s), "metrics.json")
             if os.path.exists(path):
                 with open(path) as f:
                     recs.append(json.load(f))
+                seeds.append(s)
         metrics = recs[0]["metrics"] if recs else []
         row = {"method": m["label"], "base": m.get("base"), "paper": m.get("paper"), "n": len(recs),
                "prompt_params": recs[0]["trainable"]["prompt"] if recs else None,
@@ -217,6 +218,7 @@ def collect(group: Dict, out: str) -> List[Dict]:
             row[f"test_{key}"] = mean_std([r["test"][key] for r in recs])
         row["test_score"] = row.get(f"test_{score}") or mean_std([])
         row["test_per_seed"] = [round(100 * r["test"][score], 1) for r in recs]
+        row["score_by_seed"] = {s: 100 * r["test"][score] for s, r in zip(seeds, recs)}  # for paired Δs
         # over-fitting at a glance: how far training loss fell, and which epoch dev selection kept
         losses = [r["history"][-1]["train_loss"] for r in recs if r.get("history")]
         row["final_train_loss"] = mean_std(losses)["mean"] if losses else None

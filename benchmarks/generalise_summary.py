@@ -14,7 +14,6 @@ Cells come from the finished runs under results/accuracy/<group>/ (benchmarks/ac
 """
 from __future__ import annotations
 
-import json
 import os
 import sys
 
@@ -66,25 +65,16 @@ def reference_table(results_root: str) -> str:
         cells = []
         for t, _ in TASKS:
             group, rows = tables[t]
-            by_label = {x["label"]: x for x in group["methods"]}
-            paired = per_seed_delta(group, os.path.join(results_root, f"generalise_{t}"), by_label[m["label"]],
-                                    by_label[m["base"]])
+            paired = per_seed_delta(group, rows[m["label"]], rows[m["base"]])
             judged = verdict(rows[m["label"]], rows[m["base"]])
             cells.append(judged if judged == "–" else f"{judged}; per seed {paired}")
         lines.append(f"| {m['label']} ({m['base']}) | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
-def per_seed_delta(group, out: str, method, base) -> str:
-    def scores(m):
-        found = {}
-        for s in group["seeds"]:
-            path = os.path.join(accuracy.run_dir(out, m, s), "metrics.json")
-            if os.path.exists(path):
-                with open(path) as f:
-                    found[s] = 100 * json.load(f)["test"]["accuracy"]
-        return found
-    a, b = scores(base), scores(method)
+def per_seed_delta(group, row, base) -> str:
+    """The row minus its base on each seed both have finished (same seed = same data draw)."""
+    a, b = base["score_by_seed"], row["score_by_seed"]
     return " ".join(f"{b[s] - a[s]:+.1f}" for s in group["seeds"] if s in a and s in b) or "–"
 
 
@@ -94,9 +84,8 @@ def fix_table(results_root: str) -> str:
              "|---|---|---|---|---|---|---|---|"]
     for t, name in TASKS:
         group, rows = group_rows("h33_fix", t, results_root)
-        pt_m, ipt_m, fix_m, kept_m = group["methods"]  # the order the h33_fix groups declare
-        pt, ipt, fix, kept = (rows[m["label"]] for m in (pt_m, ipt_m, fix_m, kept_m))
-        paired = per_seed_delta(group, os.path.join(results_root, f"h33_fix_{t}"), kept_m, pt_m)
+        pt, ipt, fix, kept = (rows[m["label"]] for m in group["methods"])  # the order the h33_fix groups declare
+        paired = per_seed_delta(group, kept, pt)
         lines.append(f"| {name} | {cell(pt)} | {cell(ipt)} | {cell(fix)} | {verdict(fix, pt)} | {cell(kept)} | "
                      f"{verdict(kept, pt)} | {paired} |")
     return "\n".join(lines)

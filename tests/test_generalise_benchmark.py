@@ -98,13 +98,9 @@ def test_generalise_summary_judges_each_row_against_its_base_by_the_issues_bar(t
     """benchmarks/generalise_summary.py on fake finished runs with hand-computed means and stds: the bar is
     "no worse than the base by more than the larger std", one seed gets no verdict, and the fix table reads
     the reference runs its from_group rows point at."""
-    import importlib.util
     import json
 
-    spec = importlib.util.spec_from_file_location("generalise_summary", os.path.join(_load("accuracy").ROOT, "benchmarks",
-                                                                                   "generalise_summary.py"))
-    summary = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(summary)
+    summary = _load("generalise_summary")
     bench = summary.accuracy
 
     def write(group_name, label, values):
@@ -145,12 +141,7 @@ def test_generalise_summary_judges_each_row_against_its_base_by_the_issues_bar(t
 
 def test_generalise_summary_refuses_a_results_folder_without_the_groups_and_keeps_the_table(tmp_path):
     """A mistyped --results must not overwrite the finished table with empty cells: one line, nothing written."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("generalise_summary", os.path.join(_load("accuracy").ROOT, "benchmarks",
-                                                                                   "generalise_summary.py"))
-    summary = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(summary)
+    summary = _load("generalise_summary")
     out = tmp_path / "table.md"
     out.write_text("finished table\n")
     with pytest.raises(SystemExit) as err:
