@@ -6,55 +6,16 @@ with the nearest valid name, because OpenPrompt's ``from_config`` silently drops
 from __future__ import annotations
 
 import copy
-import difflib
 import inspect
 import re
 from typing import Dict, Iterable, List
 
 import yaml
 
+from .defaults import DEFAULTS, PROTOCOLS, SELECTIONS, did_you_mean  # noqa: F401  (re-exported)
+from .openprompt_schema import looks_like_openprompt, to_ours
+from .peer_config import check_peer  # no torch, no peer library: those load when a run builds the peer
 from .schema import check_sweep_values, check_values
-
-DEFAULTS: Dict = {
-    "seed": 42,
-    "output_dir": None,
-    "dataset": {"name": "cb", "path": None, "hub_name": None, "train_from": None, "dev_from_train": 0.2,
-                "test_from_train": None, "max_train": None, "max_eval": None,
-                # your own data: columns, labels, files, encoding (data/custom.py). skip_bad_rows (any task):
-                # skip rows with a null / number / empty text or a wrong field count, and say how many
-                "columns": None, "labels": None, "files": None, "skip_bad_rows": False, "encoding": "utf-8"},
-    # model_name (optional, OpenPrompt's plm.model_name): must match the checkpoint's model_type
-    "plm": {"model_path": "minilm", "model_name": None, "freeze": True, "max_seq_length": 256, "frozen_dropout": False},
-    "template": "instance_wise",
-    "verbalizer": "soft_verbalizer",
-    "train": {"epochs": 10, "batch_size": 16, "lr_prompt": 3e-3, "lr_head": 1e-3, "lr_plm": 1e-5,
-              "lr_instance": None,  # the instance-wise generator's rate (IPT table/encoder, IDPG); null: lr_prompt
-              "weight_decay": 0.0, "adam_betas": [0.9, 0.999], "adam_eps": 1e-8, "scheduler": "linear",
-              "warmup_steps": 0, "warmup_ratio": 0.06, "gradient_accumulation_steps": 1,
-              "max_grad_norm": 1.0, "metric": "accuracy", "device": "auto", "vocab_rows": "all",
-              "checkpoint_every": 500, "checkpoint_minutes": 5.0, "keep_checkpoints": 1, "mixed_precision": "no",
-              "max_steps": None},  # optimizer steps, rounded up to whole epochs; set: wins over epochs
-    "test": {"batch_size": 32},
-    # data protocol (docs/protocols.md): full | few_shot (IPT §5.1) | low_resource (IDPG §4.4)
-    "protocol": {"name": "full", "k": None, "k_per": "label", "dev_k": None, "cv_folds": 4, "train_source": None, "dev_size": 1000},
-    # held_out: select on dev, report on a split not used for selection. on_eval_set: the authors'
-    # notebook protocol (best-on-val checkpoint's val score reported) - never the default, always labelled
-    "selection": "held_out",
-    # start from a finished run's prompt (+ head when labels match; init_head: auto|true|false), IDPG A.4
-    "init_from": None, "init_head": "auto",
-    # start the task-level prompt / prefix from a PPT export (experiments/pretrain_ppt.py, docs/pretraining.md)
-    "init_prompt_from": None,
-    "sweep": {},  # grid: {"section.key": [values, ...]}; best point on dev (few-shot: k-fold CV) per seed
-}
-PROTOCOLS = ("full", "few_shot", "low_resource")
-SELECTIONS = ("held_out", "on_eval_set")
-FREE_SECTIONS = {"template", "verbalizer"}  # their values name the section holding the class arguments
-
-
-def did_you_mean(key: str, valid: Iterable[str]) -> str:
-    """`` (did you mean 'x'?)`` for the closest of ``valid``, else empty."""
-    match = difflib.get_close_matches(key, list(valid), n=1)
-    return f" (did you mean '{match[0]}'?)" if match else ""
 
 
 def _nearest(key: str, valid: Iterable[str]) -> str:
@@ -196,8 +157,6 @@ def load_config(path: str, overrides: Iterable[str] = (), notes: List[str] | Non
     ``notes`` collects what that mapping kept without effect)."""
     import os
 
-    from .openprompt_schema import looks_like_openprompt, to_ours
-
     raw = read_yaml_with_overrides(path, overrides)
     if looks_like_openprompt(raw):
         raw, said = to_ours(raw, base_dir=os.path.dirname(os.path.abspath(path)))
@@ -207,8 +166,6 @@ def load_config(path: str, overrides: Iterable[str] = (), notes: List[str] | Non
     verbalizer_name = raw.get("verbalizer", DEFAULTS["verbalizer"])
     sections = {template_name: raw.get(template_name, {}), verbalizer_name: raw.get(verbalizer_name, {})}
     if "peer" in raw:  # a peer method (runner/peers.py): Adapter, Compacter, LoRA; checked without importing them
-        from .peers import check_peer
-
         sections["peer"] = raw["peer"] = check_peer(raw["peer"])
     sweep = flatten_sweep(raw.pop("sweep", None) or {})
     config = merge_config(DEFAULTS, raw, "", sections)
@@ -218,8 +175,6 @@ def load_config(path: str, overrides: Iterable[str] = (), notes: List[str] | Non
     check_protocol(config)
     check_train(config)
     check_init(config)
-    from .experiment import check_head
-
     check_head(config)  # regression task vs head, before the head's own keys are checked
     _check_class_section(config, "template", template_name)
     _check_class_section(config, "verbalizer", verbalizer_name)
@@ -339,3 +294,30 @@ def _check_class_section(config: Dict, kind: str, name: str) -> None:
     for key in config.get(name) or {}:
         if key not in valid:
             raise KeyError(f"unknown key '{name}.{key}' for {registry[name].__name__}{_nearest(key, valid)}")
+
+
+CLASSIFYING_KEYS = ("label_words", "classes")
+
+
+def check_head(cfg: Dict) -> None:
+    """A regression task (STS-B, text_pair_regression) needs ``verbalizer: regression_head`` and no label
+    words; a classification task must not use it. One line each, at load time (``load_config``)."""
+    from ..data.custom import GENERIC, REGRESSION
+    from ..data.tasks import TASKS
+
+    name, verbalizer = cfg["dataset"]["name"], cfg["verbalizer"]
+    if name not in TASKS and name not in GENERIC:
+        return  # unknown names fail in get_task, with the valid list
+    regression = name in REGRESSION or (name in TASKS and TASKS[name].regression)
+    section = cfg.get(verbalizer) or {}
+    if regression and verbalizer != "regression_head":
+        raise ValueError(f"{name} is a regression task (a real-valued score per example) but verbalizer: {verbalizer} "
+                         "classifies: set verbalizer: regression_head (one output on [CLS], MSE)")
+    if regression:
+        given = [k for k in CLASSIFYING_KEYS if section.get(k) is not None]
+        if given:
+            raise ValueError(f"regression_head.{given[0]}: {name} is a regression task with no classes: "
+                             f"remove {verbalizer}.{given[0]}")
+    elif verbalizer == "regression_head":
+        raise ValueError(f"verbalizer: regression_head predicts one real-valued score, but {name} is a classification "
+                         "task: use cls_head (or soft_verbalizer / manual_verbalizer with label_words)")

@@ -18,6 +18,9 @@ from typing import Dict, List, Sequence
 import torch
 
 from ..data.sources import DEFAULT_DATA_ROOT, data_root  # noqa: F401  (the lookup order: data/sources.py)
+from .build import build_model, check_label_words, seen_vocab_ids  # noqa: F401  (re-exported)
+from .config import CLASSIFYING_KEYS, DEFAULTS, check_head  # noqa: F401  (re-exported)
+from .peer_config import LABELS as PEER_LABELS
 
 
 def resolve_data_path(path: str, root: str) -> str:
@@ -61,15 +64,6 @@ def epochs_for_steps(max_steps: int, batches_per_epoch: int, accumulation: int =
         raise ValueError(f"train.max_steps must be a positive integer (got {max_steps!r}); null trains train.epochs")
     per_epoch = max(1, math.ceil(batches_per_epoch / max(1, int(accumulation))))
     return max(1, math.ceil(int(max_steps) / per_epoch))
-
-
-def seen_vocab_ids(examples: Sequence, tokenizer) -> List[int]:
-    ids = set()
-    for ex in examples:
-        for text in (ex.text_a, ex.text_b):
-            if text:
-                ids.update(tokenizer(text, add_special_tokens=False)["input_ids"])
-    return sorted(ids)
 
 
 def _group_of(example):
@@ -169,81 +163,6 @@ def load_task(cfg: Dict, root: str | None, source=None):
     return train, dev, test, list(task.labels)
 
 
-def check_label_words(cfg: Dict, labels: Sequence[str]) -> None:
-    """The verbalizer must name one entry per task label, in the task's label order."""
-    section = cfg.get(cfg["verbalizer"]) or {}
-    words = section.get("label_words")
-    if words is not None and len(words) != len(labels):
-        raise ValueError(f"{cfg['verbalizer']}.label_words has {len(words)} entries but task "
-                         f"'{cfg['dataset']['name']}' has {len(labels)} labels {list(labels)}: give one per label, in that order")
-    classes = section.get("classes")
-    if classes is not None and len(classes) != len(labels):
-        raise ValueError(f"{cfg['verbalizer']}.classes has {len(classes)} entries but task "
-                         f"'{cfg['dataset']['name']}' has {len(labels)} labels {list(labels)}")
-
-
-CLASSIFYING_KEYS = ("label_words", "classes")
-
-
-def check_head(cfg: Dict) -> None:
-    """A regression task (STS-B, text_pair_regression) needs ``verbalizer: regression_head`` and no label
-    words; a classification task must not use it. One line each, at load time (``load_config``)."""
-    from ..data.custom import GENERIC, REGRESSION
-    from ..data.tasks import TASKS
-
-    name, verbalizer = cfg["dataset"]["name"], cfg["verbalizer"]
-    if name not in TASKS and name not in GENERIC:
-        return  # unknown names fail in get_task, with the valid list
-    regression = name in REGRESSION or (name in TASKS and TASKS[name].regression)
-    section = cfg.get(verbalizer) or {}
-    if regression and verbalizer != "regression_head":
-        raise ValueError(f"{name} is a regression task (a real-valued score per example) but verbalizer: {verbalizer} "
-                         "classifies: set verbalizer: regression_head (one output on [CLS], MSE)")
-    if regression:
-        given = [k for k in CLASSIFYING_KEYS if section.get(k) is not None]
-        if given:
-            raise ValueError(f"regression_head.{given[0]}: {name} is a regression task with no classes: "
-                             f"remove {verbalizer}.{given[0]}")
-    elif verbalizer == "regression_head":
-        raise ValueError(f"verbalizer: regression_head predicts one real-valued score, but {name} is a classification "
-                         "task: use cls_head (or soft_verbalizer / manual_verbalizer with label_words)")
-
-
-def build_model(cfg: Dict, train_examples, num_classes: int, labels: Sequence[str] | None = None):
-    from openprompt import PromptForClassification
-    from openprompt.prompts import load_template, load_verbalizer
-    from yacs.config import CfgNode
-
-    from .plm import load_backbone
-
-    if cfg["verbalizer"] != "regression_head":  # one score: no label words to count
-        check_label_words(cfg, labels if labels is not None else [str(i) for i in range(num_classes)])
-    model, tokenizer, wrapper_class = load_backbone(cfg["plm"]["model_path"], cfg["plm"].get("model_name"))
-    section = dict(cfg.get(cfg["template"]) or {})
-    if cfg["train"].get("vocab_rows") == "seen":  # restrict vocab tables to ids the training text uses
-        if cfg["template"] == "instance_wise":
-            section["vocab_rows"] = seen_vocab_ids(train_examples, tokenizer)
-        elif str(section.get("generator", "")).startswith("ipt_"):
-            section["ipt"] = {**(section.get("ipt") or {}), "vocab_rows": seen_vocab_ids(train_examples, tokenizer)}
-    verb_section = {"num_classes": num_classes, **(cfg.get(cfg["verbalizer"]) or {})}
-    node = CfgNode({"template": cfg["template"], cfg["template"]: section,
-                    "verbalizer": cfg["verbalizer"], cfg["verbalizer"]: verb_section}, new_allowed=True)
-    template = load_template(node, model=model, tokenizer=tokenizer)
-    if "sparse" not in section and "sparse" not in (section.get("ipt") or {}):
-        from ..generators.vocab_table import use_sparse_rows  # the runner's own default: sparse row updates
-        use_sparse_rows(template)
-    verbalizer = load_verbalizer(node, model=model, tokenizer=tokenizer)
-    from openprompt.prompts import SoftVerbalizer
-
-    if isinstance(verbalizer, SoftVerbalizer) or getattr(verbalizer, "reads_hidden_states", False):
-        from .plm import skip_mlm_head  # the head reads hidden states only (SoftVerbalizer copied what it needs)
-        skip_mlm_head(model)
-    freeze = bool(cfg["plm"]["freeze"])
-    # plm_eval_mode turns the frozen PLM's dropout off; plm.frozen_dropout keeps it on (the authors' runs)
-    eval_mode = freeze and not cfg["plm"].get("frozen_dropout", False)
-    prompt_model = PromptForClassification(model, template, verbalizer, freeze_plm=freeze, plm_eval_mode=eval_mode)
-    return prompt_model, tokenizer, wrapper_class
-
 
 def strategy_of(cfg: Dict) -> str:
     """The configured strategy / generator key, as written in the YAML (the readable name is
@@ -260,8 +179,7 @@ def paper_method_name(cfg: Dict) -> str:
     """The method as the papers' tables name it (IPT Table 2, IDPG Table 1): 'PT + Encoder IPT (CNN)',
     'Prefix + Random IPT', 'P-tuning v2', 'M-IDPG-PHM-GloVe', 'Fine-tuning', ..."""
     if (cfg.get("peer") or {}).get("method"):
-        from .peers import LABELS
-        return LABELS[cfg["peer"]["method"]]
+        return PEER_LABELS[cfg["peer"]["method"]]
     template = cfg["template"]
     section = cfg.get(template) or {}
     if template != "generated_prefix":
@@ -301,7 +219,6 @@ def run_experiment(cfg: Dict, root: str | None = None, output_dir: str | None = 
     from ..injection import max_positions
     from ..training import Runtime, TrainConfig, Trainer, evaluate, set_seed
     from ..training.checkpoint import check_resume_config, latest_checkpoint
-    from .config import DEFAULTS
     from ..training.optim import split_counts
 
     started = time.time()

@@ -12,7 +12,7 @@ import os
 from types import SimpleNamespace
 from typing import Dict, List, Optional, Tuple
 
-from .config import did_you_mean
+from .defaults import DEFAULTS, did_you_mean
 from .schema import INT_NONNEG, SCHEMA, Number, check_value
 
 OURS_TEMPLATES = ("instance_wise", "generated_prefix")
@@ -116,7 +116,6 @@ def to_ours(raw: Dict, base_dir: str = ".", gpus: Optional[int] = None) -> Tuple
     """(our raw config, notes) for an OpenPrompt-schema YAML ``raw``; ``base_dir`` is the YAML's folder
     (for template / verbalizer ``file_path``), ``gpus`` the CUDA devices here (default: counted)."""
     from ..data.tasks import TASKS
-    from .config import DEFAULTS
 
     raw = copy.deepcopy(raw)
     notes: List[str] = []
