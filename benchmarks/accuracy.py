@@ -38,7 +38,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from openprompt_ipt.runner.runs import mean_std  # noqa: E402
-from openprompt_ipt.serialization import write_text_atomic  # noqa: E402
+from openprompt_ipt.serialization import write_bytes_atomic, write_text_atomic  # noqa: E402
 from openprompt_ipt.training.metrics import METRICS  # noqa: E402
 from openprompt_ipt.training.run_dir import clear_runs, run_state  # noqa: E402
 
@@ -310,9 +310,10 @@ def check_peer_libraries(group: Dict, out: str) -> None:
                 raise SystemExit(f"error: {m['label']}: {e}") from None
 
 
-def summary_cli(doc: str, default_out: str, header: str, build, groups: List[str], argv=None) -> int:
+def summary_cli(doc: str, default_out: str, header: str, build, groups: List[str], argv=None, figure=None) -> int:
     """The command line of the cross-group summaries (glue_summary.py, generalise_summary.py): read the
-    groups' finished runs, write the tables under docs/results/ and print them."""
+    groups' finished runs, write the tables under docs/results/ and print them. ``figure(results) -> PNG
+    bytes``, when given, goes beside the table (same name, ``.png``)."""
     p = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--results", default=os.path.join(ROOT, "results", "accuracy"), help="the groups' run folders")
     p.add_argument("--out", default=os.path.join(ROOT, "docs", "results", default_out))
@@ -322,8 +323,13 @@ def summary_cli(doc: str, default_out: str, header: str, build, groups: List[str
         raise SystemExit(f"error: --results {args.results}: none of {', '.join(groups)} is a folder there; "
                          "point it at the folder benchmarks/accuracy.py wrote (default results/accuracy)")
     text = header + "\n\n" + build(args.results)
+    picture = figure(args.results) if figure is not None else None  # both made before either is written
     write_text_atomic(args.out, text)
     print(text)
+    if picture is not None:
+        png = os.path.splitext(args.out)[0] + ".png"
+        write_bytes_atomic(png, picture)
+        print(f"wrote {png}")
     return 0
 
 

@@ -11,6 +11,8 @@
    same verdict and the per-seed paired difference of the kept fix (16 task + 4 instance) against Prompt
    Tuning.
 Cells come from the finished runs under results/accuracy/<group>/ (benchmarks/accuracy.py writes them).
+Beside the table, docs/results/generalise_table.png: a panel per task, every row's seeds and mean ± std,
+over the bands the bar is read against (Prompt Tuning's and Prefix Tuning's mean ± std).
 """
 from __future__ import annotations
 
@@ -96,11 +98,56 @@ def build(results_root: str) -> str:
             "\n\n## The fix (`h33_fix_*`)\n\n" + fix_table(results_root) + "\n")
 
 
+FAMILY_COLOURS = {"Prompt Tuning": "#4c72b0", "Prefix Tuning": "#dd8452"}
+FIX_COLOUR = "#55a868"
+FIX_NAME = "fix: PLM rows, lr 3e-4, 16 + 4"
+
+
+def figure_rows(task: str, results_root: str):
+    """(label, row, colour) for one task's panel: the reference study's rows, then the kept fix."""
+    group, rows = group_rows("generalise", task, results_root)
+    out = [(m["label"], rows[m["label"]], FAMILY_COLOURS[m.get("base") or m["label"]]) for m in group["methods"]]
+    fix_group, fix_rows = group_rows("h33_fix", task, results_root)
+    out.append((FIX_NAME, fix_rows[fix_group["methods"][-1]["label"]], FIX_COLOUR))
+    return out
+
+
+def figure(results_root: str) -> bytes:
+    """A panel per task: each row's seeds (dots) and mean ± std (bar), over its base's mean ± std band."""
+    from openprompt_ipt.runner.plotting import png_bytes, pyplot
+
+    fig, axes = pyplot().subplots(2, 2, figsize=(11, 9), squeeze=False)  # the four tasks
+    for ax, (task, name) in zip(axes.flat, TASKS):
+        rows = figure_rows(task, results_root)
+        for base, colour in FAMILY_COLOURS.items():
+            row = next(r for label, r, _ in rows if label == base)
+            if row["n"] >= 2:  # one seed has no spread to draw
+                mean, std = 100 * row["test_score"]["mean"], 100 * row["test_score"]["std"]
+                ax.axhspan(mean - std, mean + std, color=colour, alpha=0.15, lw=0, label=f"{base} mean ± std")
+        for x, (label, row, colour) in enumerate(rows):
+            seeds = list(row["score_by_seed"].values())
+            ax.scatter([x] * len(seeds), seeds, s=12, color=colour, alpha=0.45, zorder=3)
+            if row["n"]:
+                mean, std = 100 * row["test_score"]["mean"], 100 * (row["test_score"]["std"] or 0)
+                ax.errorbar([x], [mean], yerr=[std], fmt="o", capsize=4, color=colour, zorder=4)
+                ax.annotate(f"n={row['n']}", (x, mean), xytext=(5, 0), textcoords="offset points", fontsize=6,
+                            va="center")
+        ax.set_xticks(range(len(rows)))
+        ax.set_xticklabels([label for label, _, _ in rows], rotation=35, ha="right", fontsize=7)
+        ax.set_title(name, fontsize=10)
+        ax.grid(axis="y", alpha=0.3)
+    for ax in axes[:, 0]:
+        ax.set_ylabel("test accuracy (%)")
+    axes[0][0].legend(fontsize=7, loc="lower left")
+    fig.suptitle("Issue #33, MiniLM, 2,000 training rows, 5 epochs: dots = seeds, bars = mean ± std", fontsize=10)
+    return png_bytes(fig)
+
+
 def main(argv=None) -> int:
     header = ("Issue #33 on MiniLM, 2,000 training rows, 5 epochs, test accuracy. "
               "`python benchmarks/generalise_summary.py`")
     groups = [f"{prefix}_{t}" for prefix in ("generalise", "h33_fix") for t, _ in TASKS]
-    return accuracy.summary_cli(__doc__, "generalise_table.md", header, build, groups, argv)
+    return accuracy.summary_cli(__doc__, "generalise_table.md", header, build, groups, argv, figure=figure)
 
 
 if __name__ == "__main__":

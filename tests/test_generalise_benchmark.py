@@ -137,6 +137,14 @@ def test_generalise_summary_judges_each_row_against_its_base_by_the_issues_bar(t
     mr = rows["MR"]
     assert mr[1] == "75.0 ± 1.4 (n=2)" and mr[2] == "71.0 ± 1.4 (n=2)"   # the reference runs, read through from_group
     assert mr[6] == "-0.50 (within one std, bar ≥ −1.41)" and mr[7] == "+1.0 -2.0"
+    # the figure: the reference rows coloured by their base's family, the kept fix last, seeds as read
+    panel = summary.figure_rows("mr", str(tmp_path))
+    colour = {label: c for label, _, c in panel}
+    assert colour["M-IDPG-PHM"] == colour["Prefix Tuning"] != colour["Prompt Tuning"] == colour["S-IDPG-PHM"]
+    assert panel[-1][0] == summary.FIX_NAME and sorted(panel[-1][1]["score_by_seed"].values()) == [74.0, 75.0]
+    out = tmp_path / "docs" / "table.md"
+    assert summary.main(["--results", str(tmp_path), "--out", str(out)]) == 0
+    assert out.read_text().startswith("Issue #33") and (tmp_path / "docs" / "table.png").read_bytes()[:4] == b"\x89PNG"
 
 
 def test_generalise_summary_refuses_a_results_folder_without_the_groups_and_keeps_the_table(tmp_path):
@@ -148,3 +156,4 @@ def test_generalise_summary_refuses_a_results_folder_without_the_groups_and_keep
         summary.main(["--results", str(tmp_path / "typo"), "--out", str(out)])
     assert "--results" in str(err.value) and "generalise_mr" in str(err.value)
     assert out.read_text() == "finished table\n"
+    assert not (tmp_path / "table.png").exists()
