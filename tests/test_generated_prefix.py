@@ -418,3 +418,54 @@ def test_idpg_slots_beyond_the_generator_are_an_error_not_a_clamp(bert, case):
     assert gen.slot(state, gen.slots - 1).shape[0] == 2
     with pytest.raises(IndexError, match=f"IDPG prompt slot {gen.slots} requested, but the generator has {gen.slots}"):
         gen.slot(state, gen.slots)
+
+
+@pytest.mark.parametrize("injection", ["kv", "hidden"])
+def test_m_idpg_phm_from_previous_builds_its_weights_once_and_runs_once_per_layer(bert, monkeypatch, injection):
+    """Under input_from: previous each layer runs the shared generator on its own input. Its PHM weights (a
+    Kronecker sum, one einsum each) are built once per batch, not once per slot, and a layer's key and value
+    slots (kv) share one generator pass. Logits and gradients equal those of rebuilding everything per slot."""
+    from openprompt_ipt.generators import PHMLinear
+    from openprompt_ipt.generators.idpg import Bottleneck, IDPGGenerator
+    model, tok = bert
+    kw = dict(generator="idpg", injection=injection,
+              idpg={"layer": "phm", "hidden": 8, "phm_n": 4, "sharing": "M", "input_from": "previous",
+                    "encoder": "static_mean"})
+    torch.manual_seed(0)
+    pm = build_prefix(model, tok, **kw)
+    batch = batch_for(pm, tok, examples(3))
+    calls = {"weight": 0, "pass": 0}
+    for cls, name, key in ((PHMLinear, "weight", "weight"), (Bottleneck, "forward", "pass")):
+        def counted(self, *a, _real=getattr(cls, name), _key=key, **k):
+            calls[_key] += 1
+            return _real(self, *a, **k)
+        monkeypatch.setattr(cls, name, counted)
+
+    def run():
+        pm.zero_grad()
+        calls.update({"weight": 0, "pass": 0})
+        logits = pm(clone(batch))  # the forward consumes its batch's fields
+        logits.sum().backward()
+        grads = {n: p.grad.clone() for n, p in pm.named_parameters() if p.grad is not None}
+        return logits.detach(), grads, dict(calls)
+
+    logits, grads, once = run()
+    per_layer, layers = (2 if injection == "kv" else 1), len(pm.template.injector.layout.layers)
+    assert pm.template.generator.slots == per_layer * layers
+    assert once["weight"] == 2                      # the down and the up projection, once each
+    assert once["pass"] == layers                   # M(x) for layer 0, then one pass per later layer
+
+    # the reference: every slot builds its own weights and runs its own pass
+    monkeypatch.setattr(Bottleneck, "weights", lambda self: None)
+    real_slot = IDPGGenerator.slot
+
+    def slot_alone(self, state, s, previous=None):
+        state.pop("previous_out", None)
+        return real_slot(self, state, s, previous)
+    monkeypatch.setattr(IDPGGenerator, "slot", slot_alone)
+    logits_each, grads_each, each = run()
+    assert each["pass"] == 1 + per_layer * (layers - 1) and each["weight"] == 2 * each["pass"]
+    assert torch.allclose(logits, logits_each, atol=1e-6)
+    assert grads.keys() == grads_each.keys() and any("generators" in n for n in grads)
+    for name in grads:
+        assert torch.allclose(grads[name], grads_each[name], atol=1e-6), name

@@ -68,8 +68,16 @@ class Bottleneck(nn.Module):
             nn.init.normal_(self.up.bias, std=out_std)
         self.act = ACTIVATIONS[cfg.activation]()
 
-    def forward(self, x):
-        return self.up(self.act(self.down(x)))
+    def weights(self):
+        """The PHM layers' Kronecker-sum weights, to build once per batch (None for dense layers)."""
+        if isinstance(self.down, PHMLinear):
+            return self.down.weight(), self.up.weight()
+        return None
+
+    def forward(self, x, weights=None):
+        if weights is None:
+            return self.up(self.act(self.down(x)))
+        return self.up(self.act(self.down(x, weights[0])), weights[1])
 
 
 class IDPGGenerator(LayerPromptGenerator):
@@ -138,17 +146,21 @@ class IDPGGenerator(LayerPromptGenerator):
             y = self.norm_out(y)
         return y
 
-    def _generate(self, x, s: int):
-        gen = self.generators[s if self.sharing == "L" else 0]
-        y = gen(x)
+    def _generate(self, x, s: int, weights=None):
+        g = s if self.sharing == "L" else 0
+        y = self.generators[g](x, weights[g] if weights is not None else None)
         return y + self.slot_bias[s] if self.slot_bias is not None else y
 
     def begin(self, inputs):
         x = self.sentence(inputs.input_ids, inputs.content_mask, inputs.attention_mask, part_ids=inputs.part_ids)
         x = x.to(next(self.generators.parameters()).dtype)
         state = {"x": x}
+        if self.uses_previous and self.config.layer == "phm":
+            # every layer runs the generator on its own input: build each PHM weight once per batch, not once
+            # per slot (2L einsums and their backward on kv injection); on a GPU these small kernels add up
+            state["weights"] = [gen.weights() for gen in self.generators]
         if self.sharing != "L":  # W applied once per batch; slots differ by their bias only
-            state["shared"] = self.generators[0](x)
+            state["shared"] = self.generators[0](x, state["weights"][0] if "weights" in state else None)
         return state
 
     def slot(self, state, s, previous=None):
@@ -159,7 +171,15 @@ class IDPGGenerator(LayerPromptGenerator):
                              f"({self.config.depth} depth, {self.ctx.injection} injection over {self.ctx.num_layers} layers)")
         if previous is not None:  # M-IDPG fed by the previous layer's output
             x = previous.to(state["x"].dtype)
-            return self._finish(self._generate(x, s), x)
+            if self.sharing == "L":
+                return self._finish(self._generate(x, s, state.get("weights")), x)
+            # kv asks for a layer's key and value slot with the same previous output: one shared W pass for both
+            memo = state.get("previous_out")
+            if memo is None or memo[0] is not previous:
+                weights = state.get("weights")
+                memo = state["previous_out"] = (previous, self.generators[0](x, weights[0] if weights else None))
+            y = memo[1] + self.slot_bias[s] if self.slot_bias is not None else memo[1]
+            return self._finish(y, x)
         x = state["x"]
         if "shared" in state:
             y = state["shared"] + self.slot_bias[s] if self.slot_bias is not None else state["shared"]

@@ -41,8 +41,9 @@ class PHMLinear(nn.Module):
         w = torch.einsum("iac,ibd->abcd", self.a, self.b)
         return w.reshape(self.out_features, self.in_features)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return nn.functional.linear(x, self.weight(), self.bias)
+    def forward(self, x: torch.Tensor, weight: Optional[torch.Tensor] = None) -> torch.Tensor:
+        # weight: this layer's weight() built once by a caller that applies the layer several times a step
+        return nn.functional.linear(x, self.weight() if weight is None else weight, self.bias)
 
     def extra_repr(self) -> str:
         return f"in={self.in_features}, out={self.out_features}, n={self.n}, shared_a={'a' not in self._parameters}"
