@@ -147,14 +147,17 @@ class IDPGGenerator(LayerPromptGenerator):
         return y
 
     def _generate(self, x, s: int, weights=None):
-        g = s if self.sharing == "L" else 0
-        y = self.generators[g](x, weights[g] if weights is not None else None)
-        return y + self.slot_bias[s] if self.slot_bias is not None else y
+        g = s if self.sharing == "L" else 0  # sharing L: no slot bias (each generator has its own)
+        return self.generators[g](x, weights[g] if weights is not None else None)
 
     def begin(self, inputs):
         x = self.sentence(inputs.input_ids, inputs.content_mask, inputs.attention_mask, part_ids=inputs.part_ids)
         x = x.to(next(self.generators.parameters()).dtype)
         state = {"x": x}
+        if self.slot_bias is not None:
+            # unbound once: the backward stacks the slots' gradients in one op, where indexing per slot would
+            # fill a zero tensor of the whole (slots, t*d) bias for each slot (2L of them on kv)
+            state["bias"] = self.slot_bias.unbind(0)
         if self.uses_previous and self.config.layer == "phm":
             # every layer runs the generator on its own input: build each PHM weight once per batch, not once
             # per slot (2L einsums and their backward on kv injection); on a GPU these small kernels add up
@@ -178,11 +181,11 @@ class IDPGGenerator(LayerPromptGenerator):
             if memo is None or memo[0] is not previous:
                 weights = state.get("weights")
                 memo = state["previous_out"] = (previous, self.generators[0](x, weights[0] if weights else None))
-            y = memo[1] + self.slot_bias[s] if self.slot_bias is not None else memo[1]
+            y = memo[1] + state["bias"][s] if "bias" in state else memo[1]
             return self._finish(y, x)
         x = state["x"]
         if "shared" in state:
-            y = state["shared"] + self.slot_bias[s] if self.slot_bias is not None else state["shared"]
+            y = state["shared"] + state["bias"][s] if "bias" in state else state["shared"]
         else:
             y = self._generate(x, s)
         return self._finish(y, x)

@@ -105,13 +105,13 @@ class IPTPrefixGenerator(LayerPromptGenerator):
         state = {"task": self.task().unbind(0), "g": g, "batch": inputs.batch_size}  # one stack in backward
         if self.projection is not None:
             b, k, d = g.shape
-            state["per_slot"] = self.projection(g).view(b, k, self.ctx.slots, d)
+            state["per_slot"] = self.projection(g).view(b, k, self.ctx.slots, d).unbind(2)  # as "task"
         return state
 
     def slot(self, state, s, previous=None):
         task = state["task"][s].expand(state["batch"], -1, -1)
         if self.projection is not None:
-            return torch.cat([task, state["per_slot"][:, :, s]], dim=1)
+            return torch.cat([task, state["per_slot"][s]], dim=1)
         if s < (2 if self.ctx.injection == "kv" else 1):  # layer 0's key and value / the input slot
             g = state["g"]
             if self.split_kv:
