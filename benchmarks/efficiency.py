@@ -7,7 +7,9 @@ Every method trains on the same fixed batch (real CB text, truncated to exactly 
 with the same number of prompt positions (t = 20; IPT: 4 task + 16 instance). Methods are
 interleaved round by round so machine noise hits all of them alike; the step time is the median
 over all rounds. Peak memory: each method in a fresh subprocess (CPU: peak RSS; GPU: max
-allocated). PEFT's prompt tuning and prefix tuning (``pip install peft``) run as the peer, on the
+allocated). Vocabulary tables (the IPT rows) train as our runner trains them, with sparse row gradients and
+``RowSparseAdam`` (``use_sparse_rows``); ``--tables dense`` keeps the constructors' dense default, which a
+stock ``torch.optim.AdamW`` trains with dense moments for the whole table. PEFT's prompt tuning and prefix tuning (``pip install peft``) run as the peer, on the
 same backbone with the same SoftVerbalizer head; so do Adapter, Compacter and LoRA (the ``peers`` extra,
 ``openprompt_ipt/runner/peers.py``), each on its own copy of the backbone, which their libraries modify.
 """
@@ -229,12 +231,15 @@ def setup(args):
 
 def prepare(args, names):
     """Build every method on one backbone (heads copied before the vocab head is skipped)."""
+    from openprompt_ipt.generators import use_sparse_rows
     device = torch.device(args.device)
     model, tokenizer, wrapper_class, skip_mlm_head = setup(args)
     examples = long_examples(args.data_root, args.batch_size)
     built = {}
     for name in names:
         m, kind = build(name, model, tokenizer)
+        if getattr(args, "tables", "sparse") == "sparse" and hasattr(m, "template"):
+            use_sparse_rows(m.template)  # what our runner trains with (runner/build.py)
         built[name] = m
     if not args.keep_mlm_head:
         skip_mlm_head(model)
@@ -276,7 +281,7 @@ def measure_memory(args, name) -> float:
     """Peak memory (MB) of building + training ``name`` alone, in a fresh process."""
     cmd = [sys.executable, os.path.abspath(__file__), "--memory-of", name, "--backbone", args.backbone,
            "--batch-size", str(args.batch_size), "--seq-len", str(args.seq_len), "--device", args.device,
-           "--data-root", args.data_root, "--mixed-precision", args.mixed_precision]
+           "--data-root", args.data_root, "--mixed-precision", args.mixed_precision, "--tables", args.tables]
     out = subprocess.run(cmd, capture_output=True, text=True)
     if out.returncode != 0:
         return float("nan")
@@ -316,6 +321,9 @@ def main(argv=None) -> int:
     p.add_argument("--mixed-precision", choices=("no", "bf16"), default="no",
                    help="bf16: autocast the forward passes (a GPU's usual setting; the loss stays fp32)")
     p.add_argument("--no-memory", action="store_true", help="skip the per-method memory subprocesses")
+    p.add_argument("--tables", choices=("sparse", "dense"), default="sparse",
+                   help="vocabulary tables: sparse row updates as our runner trains them (default), or the "
+                        "constructors' dense default (a stock AdamW keeps moments for every row)")
     p.add_argument("--keep-mlm-head", action="store_true", help="compute the unused vocabulary head (for comparison)")
     p.add_argument("--output", default=None, help="write the markdown report here")
     p.add_argument("--threads", type=int, default=None,
@@ -379,7 +387,7 @@ def main(argv=None) -> int:
     unit = "max allocated MB" if device.type == "cuda" else "peak RSS MB"
     lines = [f"backbone `{args.backbone}`, device {device}, batch {args.batch_size} x {args.seq_len} tokens, "
              f"{T} prompt positions, {args.rounds} rounds x {args.steps} steps (median), torch threads "
-             f"{torch.get_num_threads()}, mixed precision {args.mixed_precision}, load average {load[0]:.1f} at the "
+             f"{torch.get_num_threads()}, mixed precision {args.mixed_precision}, vocab tables {args.tables}, load average {load[0]:.1f} at the "
              f"start of the timed rounds and {load[1]:.1f} at their end ({os.cpu_count()} CPUs)", "",
              f"| method | trainable | step ms | × PT | GFLOP / step | × PT FLOPs | {unit} | × PT mem | inference ex/s |",
              "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]

@@ -35,6 +35,7 @@ def test_efficiency_benchmark_smoke(tmp_path, capsys):
     rows = {line.split(" | ")[0].strip("| "): line.split(" | ") for line in table.splitlines() if line.startswith("| ")}
     assert rows["method"][4:6] == ["GFLOP / step", "× PT FLOPs"]
     assert rows["Prompt Tuning"][5] == "1.000" and float(rows["Prompt Tuning"][4]) > 0
+    assert "vocab tables sparse" in table.splitlines()[0]  # the runner's path, said in the header
     # same 20 prompt positions, and a table lookup is no matmul: Random IPT does Prompt Tuning's work
     assert abs(float(rows["PT + Random IPT"][5]) - 1.0) < 0.02
     if peft:
@@ -82,6 +83,28 @@ def test_efficiency_methods_train_their_whole_head_whatever_the_build_order(tmp_
         assert heads[n] == heads["Prompt Tuning"]
     assert all(p.requires_grad for p in runs["Fine-tuning"][0].plm.parameters())
     assert not any(p.requires_grad for p in runs["PT + Random IPT"][0].plm.parameters())
+
+def test_efficiency_trains_vocab_tables_as_the_runner_does_unless_told_dense(tmp_path):
+    """The runner switches vocab tables to sparse rows (RowSparseAdam: moments for looked-up rows only); the
+    benchmark measures that by default, and the constructors' dense default (a stock AdamW with moments for
+    every row) with --tables dense. A benchmark that silently measured the dense path overstated IPT's cost."""
+    import argparse
+    from openprompt_ipt.training.row_sparse_adam import RowSparseAdam
+    model, tok = conftest._bert(str(tmp_path))
+    ckpt = tmp_path / "bert"
+    model.save_pretrained(str(ckpt))
+    bench = _load("efficiency")
+    kinds = {}
+    for tables in ("sparse", "dense"):
+        args = argparse.Namespace(backbone=str(ckpt), batch_size=2, seq_len=24, device="cpu", keep_mlm_head=False,
+                                  data_root=str(tmp_path / "no-data"), tables=tables)
+        runs, _, _ = bench.prepare(args, ["PT + Random IPT", "Prefix + Random IPT"])
+        kinds[tables] = {n: sorted(type(o).__name__ for o in opts) for n, (_, _, opts) in runs.items()}
+        for n, (m, batch, opts) in runs.items():
+            bench.step_fn(m, opts, batch, batch["label"])()  # one step trains on either path
+    assert kinds["sparse"] == {n: ["AdamW", RowSparseAdam.__name__] for n in kinds["sparse"]}
+    assert kinds["dense"] == {n: ["AdamW"] for n in kinds["dense"]}
+
 
 def _fake_run(root, bench, method, seed, acc, prompt=100):
     d = bench.run_dir(str(root), method, seed)
