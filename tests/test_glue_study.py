@@ -40,6 +40,19 @@ def test_glue_groups_run_their_task_select_on_its_score_and_share_one_budget():
             used.add(m["yaml"])
         pt = load_config(os.path.join(ROOT, group["methods"][0]["yaml"]))
         assert pt["instance_wise"]["task_prompt_length"] == 5  # IDPG's Prompt Tuning baseline, t = 5
+    # IDPG Table 1's adapter rows on STS-B: the same budget and selection, the peer's modules on the frozen PLM
+    peers = bench.load_group("glue_stsb_peers")
+    assert peers["score"] == "pearson_spearman" and peers["seeds"] == [1, 2, 3]
+    assert [m["label"] for m in peers["methods"]] == ["M-IDPG-PHM", "Adapter", "Compacter"]
+    assert peers["methods"][0]["from_group"] == "glue_stsb"
+    for m in peers["methods"][1:]:
+        cfg = load_config(os.path.join(ROOT, m["yaml"]), m["set"])
+        assert m["base"] == "M-IDPG-PHM" and cfg["peer"]["method"] == m["label"].lower(), m["yaml"]
+        assert cfg["dataset"]["name"] == "stsb" and cfg["train"]["metric"] == "pearson_spearman"
+        assert cfg["verbalizer"] == "regression_head" and cfg["plm"]["freeze"]
+        budgets.add((cfg["train"]["epochs"], cfg["train"]["batch_size"], cfg["plm"]["max_seq_length"],
+                     cfg["dataset"]["dev_from_train"]))
+        used.add(m["yaml"])
     assert budgets == {(5, 32, 128, 0.2)}
     shipped = {os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, "yamls", "glue", "*.yaml"))}
     assert shipped == used
