@@ -37,6 +37,7 @@ from peft_peer import PeftClassifier  # noqa: E402  (shared with the accuracy ro
 T = 20
 TEXT = '{"placeholder":"text_a"} Question: {"placeholder":"text_b"}? Answer: {"mask"}.'
 IW, GP = "instance_wise", "generated_prefix"
+LATE_LAYER = None  # --late-layer; None: half the backbone's layers
 ENCODER = dict(strategy="encoder", prompt_length=16, task_prompt_length=4, sequence_utilization_rate=0.3)
 M_IDPG = dict(depth="multi", layer="phm", hidden=16, phm_n=16, sharing="M", input_from="previous")
 
@@ -63,6 +64,14 @@ METHODS = {
                                           idpg=dict(M_IDPG, encoder="static_mean"))),
     "M-IDPG-PHM-GloVe": (GP, dict(generator="idpg", injection="kv",
                                   idpg=dict(M_IDPG, encoder="glove", phm_n=2, input_from="layer0"))),
+    # LPT (issue #41): the prompt joins after late_layer ("half": L / 2, the authors' 12 of roberta-large's 24;
+    # --late-layer sets it); the backward stops there
+    "LPT-NPG": (GP, dict(generator="lpt", lpt=dict(kind="npg"), late_layer="half")),
+    "LPT-APPG": (GP, dict(generator="lpt", lpt=dict(kind="appg"), late_layer="half")),
+    "LPT-MPPG": (GP, dict(generator="lpt", lpt=dict(kind="mppg"), late_layer="half")),
+    "Late prompt (plain)": (GP, dict(generator="lpt", lpt=dict(kind="plain"), late_layer="half")),
+    "Late Random IPT": (GP, dict(generator="ipt_random", injection="late", late_layer="half",
+                                 ipt=dict(task_length=4, instance_length=16))),
     "PEFT prompt tuning": ("peft_prompt", {}),
     "PEFT prefix tuning": ("peft_prefix", {}),
     # peer methods from their libraries (YAML defaults: m = 16, n = 4; LoRA r = 8 on query / value)
@@ -161,6 +170,8 @@ def build(name, model, tokenizer, num_classes=3):
         kwargs["pretrained_path"] = table_file(tokenizer, model.config.hidden_size)
     if kind == GP:
         kwargs["prompt_length"] = T
+    if kwargs.get("late_layer") == "half":
+        kwargs["late_layer"] = LATE_LAYER or model.config.num_hidden_layers // 2
     template = TEMPLATE_CLASS[kind](model, tokenizer, text=TEXT, **kwargs)
     verbalizer = head()
     return PromptForClassification(model, template, verbalizer, freeze_plm=True, plm_eval_mode=True), kind
@@ -282,6 +293,8 @@ def measure_memory(args, name) -> float:
     cmd = [sys.executable, os.path.abspath(__file__), "--memory-of", name, "--backbone", args.backbone,
            "--batch-size", str(args.batch_size), "--seq-len", str(args.seq_len), "--device", args.device,
            "--data-root", args.data_root, "--mixed-precision", args.mixed_precision, "--tables", args.tables]
+    if args.late_layer:
+        cmd += ["--late-layer", str(args.late_layer)]
     out = subprocess.run(cmd, capture_output=True, text=True)
     if out.returncode != 0:
         return float("nan")
@@ -328,8 +341,12 @@ def main(argv=None) -> int:
     p.add_argument("--output", default=None, help="write the markdown report here")
     p.add_argument("--threads", type=int, default=None,
                    help="torch threads (1 = no thread barriers: steadier step times on a busy 2-core machine)")
+    p.add_argument("--late-layer", type=int, default=None,
+                   help="where the late rows' prompt joins (default: half the backbone's layers)")
     p.add_argument("--memory-of", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    global LATE_LAYER
+    LATE_LAYER = args.late_layer
     if args.threads:
         torch.set_num_threads(args.threads)
     if args.memory_of:

@@ -29,7 +29,7 @@ from . import label_word_notice
 
 BATCH_KEYS = ("instance_token_ids", "text_part_ids", "position_ids")
 _SKIP_ARGS = {"self", "model", "tokenizer", "vocab_rows"}  # given by load_template's kwargs / the runner
-_GENERATOR_SECTIONS = ("prefix", "ipt", "idpg")
+_GENERATOR_SECTIONS = ("prefix", "ipt", "idpg", "lpt")
 
 
 def _templates():

@@ -28,10 +28,33 @@ def test_generalise_groups_load_and_every_yaml_validates_for_its_task():
         for m in group["methods"]:
             cfg = load_config(os.path.join(bench.ROOT, m["yaml"]))
             assert cfg["dataset"]["name"] == task and cfg["verbalizer"] == "soft_verbalizer", m["yaml"]
-    # every YAML of the folder is a row of some group (none left out of the study by a typo)
-    used = {m["yaml"] for t in TASKS for m in bench.load_group(f"generalise_{t}")["methods"]}
-    shipped = {os.path.relpath(p, bench.ROOT) for p in glob.glob(os.path.join(bench.ROOT, "yamls", "generalise", "*.yaml"))}
+    # every YAML of the folder is a row of some group, #33's or #41's (none left out of the study by a typo); the
+    # layer sweeps are run on their own (experiments/run.py)
+    used = {m["yaml"] for t in TASKS for g in ("generalise", "late") for m in bench.load_group(f"{g}_{t}")["methods"]}
+    shipped = {os.path.relpath(p, bench.ROOT) for p in glob.glob(os.path.join(bench.ROOT, "yamls", "generalise", "*.yaml"))
+               if "_layer_sweep_" not in p}
     assert shipped == used
+
+
+def test_late_groups_share_one_late_layer_and_reuse_the_reference_runs():
+    """Issue #41: every late row places its prompt after the same layer (the sweep's choice), and the bases are
+    the #33 runs of the same task, not reruns."""
+    from openprompt_ipt.runner.config import load_config
+
+    bench = _load("accuracy")
+    layers = set()
+    for task in TASKS:
+        group = bench.load_group(f"late_{task}")
+        assert group["seeds"] == [1, 2, 3]
+        for m in group["methods"]:
+            cfg = load_config(os.path.join(bench.ROOT, m["yaml"]))
+            assert cfg["dataset"]["name"] == task and cfg["verbalizer"] == "soft_verbalizer", m["yaml"]
+            section = cfg["generated_prefix"] if cfg["template"] == "generated_prefix" else {}
+            if section.get("injection") == "late":
+                layers.add(section["late_layer"])
+            if m["label"] in ("Prompt Tuning", "Prefix Tuning", "M-IDPG-PHM"):
+                assert m.get("from_group") == f"generalise_{task}", m["label"]
+    assert len(layers) == 1, layers
 
 
 def test_hypothesis_groups_validate_with_their_overrides_and_reuse_the_reference_runs():
@@ -56,6 +79,9 @@ def test_hypothesis_groups_validate_with_their_overrides_and_reuse_the_reference
             assert m["yaml"].startswith(f"yamls/generalise/{task}_"), (name, m["label"])
 
 
+LPT_LR = 0.003  # the LPT rows' rate, chosen with late_layer by the MR layer sweep (issue #41)
+
+
 def test_generalise_yamls_write_out_one_budget():
     """The budget keys are in each file (not taken from DEFAULTS) and equal across all 32 YAMLs; the vocab
     tables pin `sparse`, whose class default may change."""
@@ -72,8 +98,9 @@ def test_generalise_yamls_write_out_one_budget():
             assert section["sparse"] is True, path
         if section.get("generator") == "ipt_random":
             assert section["ipt"]["sparse"] is True, path
-        expected_lr = 0.005 if section.get("generator") == "prefix" else 0.003
-        assert raw["train"]["lr_prompt"] == expected_lr, path
+        expected_lr = {"prefix": 0.005, "lpt": LPT_LR}.get(section.get("generator"), 0.003)
+        if "_layer_sweep_" not in path:  # the sweeps try other rates
+            assert raw["train"]["lr_prompt"] == expected_lr, path
     assert len(budgets) == 1, budgets
 
 

@@ -52,6 +52,12 @@ CASES = {
                                                                         "encoder": "glove", "glove_path": "{glove}"}),
     "m_idpg-dnn-static-kv": dict(method="m_idpg", injection="kv", prompt_length=3,
                                  options={"layer": "dnn", "hidden": 8, "encoder": "static_mean"}),
+    # late prompts (issue #41): after layer 1 of the tiny models' 2
+    **{f"lpt-{k}": dict(method="lpt", prompt_length=3, late_layer=1, options={"kind": k, "bottleneck": 8})
+       for k in ("npg", "appg", "mppg", "plain")},
+    "late_ipt-random": dict(method="late_ipt", prompt_length=3, late_layer=1, options={"projection_hidden": 8}),
+    "s_idpg-late": dict(method="s_idpg", injection="late", late_layer=1, prompt_length=3,
+                        options={"layer": "dnn", "hidden": 8}),
 }
 TRAINED = ("generator.", "task_prompt", "base_model.classifier.")
 

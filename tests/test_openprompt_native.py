@@ -55,6 +55,13 @@ VARIANTS = {  # name: (template, section); our runner and OpenPrompt read the sa
     "m_idpg_phm_hidden": ("generated_prefix", dict(generator="idpg", prompt_length=3, idpg=dict(IDPG, depth="multi"))),
     "m_idpg_dnn_kv": ("generated_prefix", dict(generator="idpg", prompt_length=3, injection="kv",
                                                idpg=dict(IDPG, layer="dnn", encoder="static_mean"))),
+    # late prompts (issue #41), after layer 1 of the tiny models' 2
+    "lpt_npg_late": ("generated_prefix", dict(generator="lpt", prompt_length=3, late_layer=1,
+                                              lpt=dict(kind="npg", bottleneck=8))),
+    "lpt_appg_late": ("generated_prefix", dict(generator="lpt", prompt_length=3, late_layer=1,
+                                               lpt=dict(kind="appg", bottleneck=8))),
+    "late_ipt_random": ("generated_prefix", dict(generator="ipt_random", prompt_length=3, injection="late",
+                                                 late_layer=1)),
 }
 VERBALIZERS = ("manual_verbalizer", "soft_verbalizer")
 

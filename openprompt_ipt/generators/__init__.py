@@ -2,6 +2,7 @@
 from .encoders import ENCODER_BODIES, EncoderConfig, PromptEncoder
 from .idpg import IDPGConfig, IDPGGenerator
 from .ipt_prefix import IPTPrefixConfig, IPTPrefixGenerator
+from .late import LatePromptGenerator, LPTConfig
 from .layered import GeneratorContext, InstanceInputs, LayerPromptGenerator
 from .phm import PHMLinear
 from .prefix import PrefixConfig, PrefixGenerator
@@ -10,7 +11,7 @@ from .strategies import STRATEGIES, EncoderIPT, InstancePromptGenerator, Pretrai
 from .vocab_table import VocabPromptTable, load_table, save_table, tokenizer_fingerprint, use_sparse_rows
 
 __all__ = ["ENCODER_BODIES", "EncoderConfig", "PromptEncoder", "IDPGConfig", "IDPGGenerator", "IPTPrefixConfig",
-           "IPTPrefixGenerator", "GeneratorContext", "InstanceInputs", "LayerPromptGenerator", "PHMLinear",
+           "IPTPrefixGenerator", "LatePromptGenerator", "LPTConfig", "GeneratorContext", "InstanceInputs", "LayerPromptGenerator", "PHMLinear",
            "PrefixConfig", "PrefixGenerator", "GENERATORS", "STRATEGIES", "EncoderIPT", "InstancePromptGenerator",
            "PretrainedIPT", "RandomIPT", "VocabPromptTable", "load_table", "save_table",
            "tokenizer_fingerprint", "use_sparse_rows"]

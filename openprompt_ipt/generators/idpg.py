@@ -93,11 +93,11 @@ class IDPGGenerator(LayerPromptGenerator):
         for name, allowed in (("layer", LAYER_TYPES), ("encoder", SENTENCE_ENCODERS), ("depth", DEPTHS),
                               ("sharing", SHARINGS), ("input_from", INPUTS), ("activation", ACTIVATIONS)):
             _check(name, getattr(config, name), allowed)
-        if config.depth == "single" and ctx.injection != "input":
-            raise ValueError(f"idpg.depth 'single' (S-IDPG) puts prompts in the input only: use injection: input, "
-                             f"not '{ctx.injection}'")
-        if config.depth == "multi" and ctx.injection == "input":
-            raise ValueError("idpg.depth 'multi' (M-IDPG) needs injection: hidden or kv, not 'input'")
+        if config.depth == "single" and ctx.injection not in ("input", "late"):
+            raise ValueError(f"idpg.depth 'single' (S-IDPG) puts prompts in one place: use injection: input (or late, "
+                             f"after late_layer), not '{ctx.injection}'")
+        if config.depth == "multi" and ctx.injection in ("input", "late"):
+            raise ValueError(f"idpg.depth 'multi' (M-IDPG) needs injection: hidden or kv, not '{ctx.injection}'")
         d, t = ctx.hidden_size, ctx.prompt_length
         if config.encoder == "plm_cls":
             self.sentence = PLMClsEncoder(ctx.plm, ctx.tokenizer, cache=config.cache, injector=ctx.injector)

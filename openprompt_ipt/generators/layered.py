@@ -4,7 +4,8 @@ A generator is built from a ``GeneratorContext`` (sizes of the PLM, how many *sl
 1 for the input layer, L for per-layer hidden prompts, 2L for per-layer keys and values) and its
 own config dataclass. Per batch, ``begin(inputs)`` computes what the whole batch shares, then
 ``slot(state, s, previous)`` returns slot ``s``'s prompt, (batch, n_positions, hidden); generators
-with ``uses_previous`` read the previous layer's first-token state (M-IDPG).
+with ``uses_previous`` read the previous layer's first-token state (M-IDPG), or, on ``late`` injection (1 slot,
+after layer l), the hidden states there and the attention mask (LPT).
 """
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from typing import Any, Dict, Optional, Type
 import torch
 from torch import nn
 
-INJECTIONS = ("input", "kv", "hidden")
+INJECTIONS = ("input", "kv", "hidden", "late")
 
 
 @dataclass
@@ -34,7 +35,7 @@ class GeneratorContext:
 
     @property
     def slots(self) -> int:
-        return {"input": 1, "hidden": self.num_layers, "kv": 2 * self.num_layers}[self.injection]
+        return {"input": 1, "late": 1, "hidden": self.num_layers, "kv": 2 * self.num_layers}[self.injection]
 
 
 @dataclass

@@ -5,6 +5,7 @@ from typing import Dict, Type
 
 from .idpg import IDPGGenerator
 from .ipt_prefix import EncoderIPTPrefix, PretrainedIPTPrefix, RandomIPTPrefix
+from .late import LatePromptGenerator
 from .layered import LayerPromptGenerator
 from .prefix import PrefixGenerator
 
@@ -14,4 +15,5 @@ GENERATORS: Dict[str, Type[LayerPromptGenerator]] = {
     "ipt_pretrained": PretrainedIPTPrefix,
     "ipt_encoder": EncoderIPTPrefix,
     "idpg": IDPGGenerator,                # S-IDPG / M-IDPG, dnn | phm, plm_cls | static_mean | glove
+    "lpt": LatePromptGenerator,           # LPT: npg | appg | mppg | plain, at late_layer
 }

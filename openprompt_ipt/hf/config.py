@@ -53,12 +53,19 @@ register_method("p_tuning_v2", MethodSpec("layered", generator="prefix", injecti
 register_method("prefix_ipt", MethodSpec("layered", generator="ipt_{strategy}", injections=("kv", "hidden"),
                                          uses_strategy=True,
                                          description="IPT on Prefix Tuning: task prefix + G(x) in every layer"))
-register_method("s_idpg", MethodSpec("layered", generator="idpg", injection="input", injections=("input",),
+register_method("s_idpg", MethodSpec("layered", generator="idpg", injection="input", injections=("input", "late"),
                                      fixed=(("depth", "single"),),
                                      description="S-IDPG: t generated vectors in the input (dnn|phm, plm_cls|static_mean|glove)"))
 register_method("m_idpg", MethodSpec("layered", generator="idpg", injections=("hidden", "kv"),
                                      fixed=(("depth", "multi"),),
                                      description="M-IDPG: generated prompts in every layer (dnn|phm, plm_cls|static_mean|glove)"))
+register_method("lpt", MethodSpec("layered", generator="lpt", injection="late", injections=("late",),
+                                  defaults=(("kind", "npg"),),
+                                  description="Late Prompt Tuning (Liu et al. 2022): t prompts generated from layer l's "
+                                              "hidden states (options.kind npg|appg|mppg|plain) join after layer l"))
+register_method("late_ipt", MethodSpec("layered", generator="ipt_{strategy}", injection="late", injections=("late",),
+                                       uses_strategy=True,
+                                       description="IPT's task prompt + G(x), placed after layer l instead of the input"))
 
 
 @dataclass
@@ -71,6 +78,8 @@ class InstancePromptConfig:
     insert_position: int = 0                    # s_idpg / m_idpg: where in the text (0 = before text_a)
     prefix_positions: str = "shift"             # kv methods: number the text after the prefix, or keep
     hidden_mode: str = "replace"                # hidden injection: replace or add
+    late_layer: Optional[int] = None            # late injection (lpt, late_ipt, s_idpg late): the prompt joins after
+                                                # this layer, 1..L-1; None: half the model's layers (the LPT authors')
     options: Dict[str, Any] = field(default_factory=dict)  # the generator's own settings
     modules_to_save: Tuple[str, ...] = ("classifier",)  # head modules that train with the prompt (as PEFT's)
     label_words: Optional[List[List[str]]] = None  # masked LMs: one word list per class, read at the mask token
@@ -86,6 +95,9 @@ class InstancePromptConfig:
         if spec.uses_strategy and self.strategy not in IPT_STRATEGIES:
             raise ValueError(f"unknown strategy '{self.strategy}' for method '{self.method}': "
                              f"choose one of {list(IPT_STRATEGIES)}")
+        if self.late_layer is not None and (self.injection or spec.injection) != "late":
+            raise ValueError(f"late_layer is read by late injection only (method '{self.method}' injects "
+                             f"'{self.injection or spec.injection}'): drop late_layer, or use method 'lpt' / 'late_ipt'")
         if spec.injections and self.injection is not None and self.injection not in spec.injections:
             raise ValueError(f"method '{self.method}' takes injection {' or '.join(spec.injections)}, "
                              f"not '{self.injection}'")
@@ -117,10 +129,12 @@ class InstancePromptConfig:
         options = dict(dict(spec.defaults), **self.options, **dict(spec.fixed))
         if section == "ipt":
             options.setdefault("sparse", False)
-        return "GeneratedPrefixTemplate", dict(generator=generator, injection=self.injection or spec.injection,
+        injection = self.injection or spec.injection
+        late = {"late_layer": self.late_layer} if injection == "late" else {}
+        return "GeneratedPrefixTemplate", dict(generator=generator, injection=injection,
                                                prompt_length=self.prompt_length, insert_position=self.insert_position,
                                                prefix_positions=self.prefix_positions, hidden_mode=self.hidden_mode,
-                                               **{section: options})
+                                               **late, **{section: options})
 
     def to_dict(self) -> dict:
         out = dataclasses.asdict(self)

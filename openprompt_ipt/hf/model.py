@@ -72,6 +72,8 @@ class InstancePromptModel(nn.Module):
             self.n_prefix, self.combine = settings["n_prefix"], settings["combine"]
         else:
             sections = {name: kwargs.pop(name) for name in SECTIONS if name in kwargs}
+            if kwargs.get("injection") == "late" and kwargs.get("late_layer") is None:
+                kwargs["late_layer"] = max(1, int(model.config.num_hidden_layers) // 2)  # the LPT authors' middle
             self.generator, self.injector, self.placement, _ = build_layered_generator(
                 model, embedding, tokenizer, sections=sections, **kwargs)
         self.modules_to_save = self._unfreeze(config.modules_to_save)

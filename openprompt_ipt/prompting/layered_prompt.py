@@ -14,10 +14,11 @@ from torch import nn
 
 from ..generators.layered import INJECTIONS, GeneratorContext, InstanceInputs, make_config
 from ..generators.registry import GENERATORS
-from ..injection import (INSERT_POSITIONS, InjectionPlan, LayerPromptInjector, insert_index, max_positions,
+from ..injection import (INSERT_POSITIONS, InjectionPlan, LatePlan, LatePromptInjector, LayerPromptInjector,
+                         check_late_layer, insert_index, max_positions, trim_late,
                          remove_positions, shifted_position_ids, splice)
 
-SECTIONS = ("prefix", "ipt", "idpg")
+SECTIONS = ("prefix", "ipt", "idpg", "lpt")
 
 
 @dataclass
@@ -28,13 +29,16 @@ class Placement:
     hidden_mode: str = "replace"   # hidden: replace or add to the dedicated positions' states
     position_limit: int = 10 ** 9
     model_config: Any = None       # the PLM's config (its family decides how positions are numbered)
+    late_layer: Optional[int] = None  # late: the prompt joins after this many layers (1..L-1)
 
 
 def build_layered_generator(model: nn.Module, embedding: nn.Embedding, tokenizer, generator: str = "prefix",
                             injection: Optional[str] = None, prompt_length: int = 5, insert_position: int = 0,
-                            prefix_positions: str = "shift", hidden_mode: str = "replace", sections=None):
+                            prefix_positions: str = "shift", hidden_mode: str = "replace", sections=None,
+                            late_layer: Optional[int] = None):
     """Returns ``(generator, injector or None, placement, section_name)``; ``sections`` maps
-    ``prefix`` / ``ipt`` / ``idpg`` to that generator's settings (only its own may be given)."""
+    ``prefix`` / ``ipt`` / ``idpg`` / ``lpt`` to that generator's settings (only its own may be given).
+    ``late_layer`` (injection ``late`` only): the prompt joins the hidden states after that many layers."""
     if generator not in GENERATORS:
         raise ValueError(f"unknown generator '{generator}': choose one of {list(GENERATORS)}")
     gen_cls = GENERATORS[generator]
@@ -58,7 +62,18 @@ def build_layered_generator(model: nn.Module, embedding: nn.Embedding, tokenizer
                          f"got {insert_position}")
     if int(prompt_length) <= 0:
         raise ValueError(f"prompt_length must be a positive integer, got {prompt_length}")
-    injector = LayerPromptInjector(model) if injection in ("kv", "hidden") else None
+    if injection == "late":
+        if late_layer is None:
+            raise ValueError(f"injection: late needs late_layer, the layer after which the prompt joins "
+                             f"(1..{int(model.config.num_hidden_layers) - 1}; LPT's authors: 12 of RoBERTa-large's 24)")
+        check_late_layer(late_layer, int(model.config.num_hidden_layers),
+                         f"'{getattr(model.config, 'model_type', type(model).__name__)}'")
+        injector = LatePromptInjector(model, int(late_layer))
+    elif late_layer is not None:
+        raise ValueError(f"late_layer is read by injection: late only (this template's injection is '{injection}'): "
+                         "drop late_layer, or set injection: late")
+    else:
+        injector = LayerPromptInjector(model) if injection in ("kv", "hidden") else None
     num_layers = injector.layout.num_layers if injector else int(model.config.num_hidden_layers)
     ctx = GeneratorContext(hidden_size=embedding.embedding_dim, num_layers=num_layers, injection=injection,
                            prompt_length=int(prompt_length), vocab_size=embedding.num_embeddings,
@@ -66,7 +81,7 @@ def build_layered_generator(model: nn.Module, embedding: nn.Embedding, tokenizer
                            init_std=float(embedding.weight.detach().float().std()))
     gen = gen_cls(ctx, config)
     placement = Placement(injection, int(insert_position), prefix_positions, hidden_mode, max_positions(model.config),
-                          model.config)
+                          model.config, None if late_layer is None else int(late_layer))
     n_prefix = prompt_positions(gen, placement)
     if n_prefix + 3 > placement.position_limit:
         if injector is not None:
@@ -77,8 +92,9 @@ def build_layered_generator(model: nn.Module, embedding: nn.Embedding, tokenizer
 
 
 def prompt_positions(generator, placement: Placement) -> int:
-    """How many positions the prompt adds to the sequence (``kv`` + ``keep`` adds none)."""
-    if placement.injection == "kv" and placement.prefix_positions == "keep":
+    """How many numbered positions the prompt adds to the sequence (``kv`` + ``keep`` and ``late`` add none: a
+    late prompt joins after the position embeddings)."""
+    if placement.injection == "late" or (placement.injection == "kv" and placement.prefix_positions == "keep"):
         return 0
     return generator.n_positions
 
@@ -86,8 +102,16 @@ def prompt_positions(generator, placement: Placement) -> int:
 def place_prompts(generator, injector, placement: Placement, batch, inputs: InstanceInputs):
     """Put this batch's prompts in: ``batch`` (holding ``inputs_embeds``, ``attention_mask`` and maybe
     ``token_type_ids``) may gain positions and ``position_ids``; the hooks are armed. Returns ``keep``
-    (the new index of each original position) or ``None`` when no position was added."""
+    (the new index of each original position), the number of late prompt positions (``late``: they lead the
+    sequence above late_layer), or ``None`` when no position was added."""
     state = generator.begin(inputs)
+    if placement.injection == "late":
+        if generator.uses_previous:  # LPT: made from the hidden states where it joins
+            late = lambda hs, mask: generator.slot(state, 0, hs, mask)  # noqa: E731
+        else:  # a late IPT / IDPG prompt: made from the tokens, placed late
+            late = lambda hs, mask: generator.slot(state, 0)  # noqa: E731
+        injector.arm(LatePlan(late, inputs.attention_mask))
+        return int(generator.n_positions)
     provider = lambda s, previous=None: generator.slot(state, s, previous)  # noqa: E731
     uses_previous = generator.uses_previous
     attention_mask = inputs.attention_mask
@@ -115,6 +139,8 @@ def release_prompts(injector, outputs, keep: Optional[torch.Tensor]):
     """Disarm the hooks and drop the spliced prompt positions from the outputs' per-position fields."""
     if injector is not None:
         injector.disarm()
-    if keep is not None:
+    if isinstance(keep, int):
+        outputs = trim_late(outputs, keep)
+    elif keep is not None:
         outputs = remove_positions(outputs, keep)
     return outputs

@@ -58,6 +58,9 @@ def build_model(cfg: Dict, train_examples, num_classes: int, labels: Sequence[st
         from .plm import skip_mlm_head  # the head reads hidden states only (SoftVerbalizer copied what it needs)
         skip_mlm_head(model)
     freeze = bool(cfg["plm"]["freeze"])
+    if not freeze and getattr(template, "injection", None) == "late":
+        raise ValueError("plm.freeze: false with injection: late would leave the layers below late_layer untrained (the "
+                         "backward stops at the late prompt): set plm.freeze: true")
     # plm_eval_mode turns the frozen PLM's dropout off; plm.frozen_dropout keeps it on (the authors' runs)
     eval_mode = freeze and not cfg["plm"].get("frozen_dropout", False)
     prompt_model = PromptForClassification(model, template, verbalizer, freeze_plm=freeze, plm_eval_mode=eval_mode)

@@ -192,7 +192,15 @@ def paper_method_name(cfg: Dict) -> str:
     gen = section.get("generator", "prefix")
     idpg = section.get("idpg") or {}
     default = ("input" if idpg.get("depth") == "single" else "hidden") if gen == "idpg" else "kv"  # the generators' own
+    if gen == "lpt":
+        default = "late"
     injection = section.get("injection") or default
+    if gen == "lpt":
+        kind = str((section.get("lpt") or {}).get("kind", "npg"))
+        return "Late prompt (LPT, plain)" if kind == "plain" else f"LPT-{kind.upper()}"
+    if injection == "late":  # a generator of ours placed late: "Prefix + Random IPT (late)" reads wrong
+        name = paper_method_name({**cfg, cfg["template"]: {**section, "injection": None}})
+        return f"{name.replace('Prefix + ', '').replace('P-tuning v2', 'Prompt')} (late)"
     if gen == "prefix":
         name = "Prefix Tuning" if (section.get("prefix") or {}).get("reparameterize") else "P-tuning v2"
     elif gen.startswith("ipt_"):

@@ -149,6 +149,11 @@ SCHEMA: Dict[str, object] = {
     "generated_prefix.idpg.residual": Flag(),
     "generated_prefix.idpg.layernorm": Flag(),
     "generated_prefix.idpg.init_std": INIT_STD,
+    # the model's layer count bounds late_layer from above; the template checks that when the PLM is loaded
+    "generated_prefix.late_layer": Number(int, low=1, null="no late placement (injection late needs it)"),
+    "generated_prefix.lpt.bottleneck": INT_POS,
+    "generated_prefix.lpt.dropout": DROPOUT,
+    "generated_prefix.lpt.init_std": INIT_STD,
     # verbalizers
     "cls_head.dropout": Number(float, low=0, high=1, high_open=True, null="the PLM's classifier dropout"),
     # peer methods (runner/peers.py)

@@ -9,7 +9,10 @@ with its own config section) for prompts and puts them where ``injection`` says:
   ``prefix_positions: shift`` numbers the text after the prefix as the reference implementations
   do (prefix + text must fit the model's positions), ``keep`` leaves the text's positions alone;
 * ``hidden`` -- t dedicated positions whose hidden states each layer's prompt replaces (or is added
-  to, ``hidden_mode: add``) before that layer runs (deep prompt tuning, M-IDPG).
+  to, ``hidden_mode: add``) before that layer runs (deep prompt tuning, M-IDPG);
+* ``late``   -- t vectors join the hidden states after layer ``late_layer``, before the text; the layers
+  below read the text undisturbed and get no gradient (LPT with ``generator: lpt``; a late IPT / S-IDPG
+  prompt with ``ipt_*`` / ``idpg``).
 
 ``post_processing_outputs`` disarms the hooks and removes spliced positions from logits *and*
 hidden states, so verbalizers see the original positions.
@@ -38,12 +41,13 @@ class GeneratedPrefixTemplate(TrainedTemplateMixin, MixedTemplate):
                  injection: Optional[str] = None, prompt_length: int = 5, insert_position: int = 0,
                  prefix_positions: str = "shift", hidden_mode: str = "replace",
                  prefix: Optional[dict] = None, ipt: Optional[dict] = None, idpg: Optional[dict] = None,
+                 lpt: Optional[dict] = None, late_layer: Optional[int] = None,
                  placeholder_mapping: dict = {"<text_a>": "text_a", "<text_b>": "text_b"}):
-        given = {"prefix": prefix, "ipt": ipt, "idpg": idpg}
+        given = {"prefix": prefix, "ipt": ipt, "idpg": idpg, "lpt": lpt}
         super().__init__(model=model, tokenizer=tokenizer, text=None, placeholder_mapping=placeholder_mapping)
         self.generator, self.injector, self.placement, section = build_layered_generator(
             model, self.raw_embedding, tokenizer, generator, injection, prompt_length, insert_position,
-            prefix_positions, hidden_mode, given)
+            prefix_positions, hidden_mode, given, late_layer=late_layer)
         self.generator_name, self.injection = generator, self.placement.injection
         self.insert_position, self.prefix_positions, self.hidden_mode = int(insert_position), prefix_positions, hidden_mode
         self.position_limit = self.placement.position_limit
@@ -51,6 +55,8 @@ class GeneratedPrefixTemplate(TrainedTemplateMixin, MixedTemplate):
         self.init_config = dict(text=text, generator=generator, injection=self.injection, prompt_length=int(prompt_length),
                                 insert_position=self.insert_position, prefix_positions=prefix_positions,
                                 hidden_mode=hidden_mode, **{section: given[section]})
+        if late_layer is not None:
+            self.init_config["late_layer"] = int(late_layer)
         self._keep = None
         self.text = text
 
@@ -62,6 +68,9 @@ class GeneratedPrefixTemplate(TrainedTemplateMixin, MixedTemplate):
         if self.injection != "kv" and self.insert_position in (2, 3) and 2 not in self.text_part_ids:
             raise ValueError(f"insert_position {self.insert_position} ({INSERT_POSITIONS[self.insert_position]}) "
                              "needs a text_b placeholder in the template text: use 0, 1 or 4 for single sentences")
+        if self.injection == "late" and self.num_soft_token:
+            raise ValueError('{"soft"} tokens sit in the input, below a late prompt, where nothing trains (the backward '
+                             "stops at late_layer): drop them from the template text, or use injection: input")
         if self.num_soft_token == 0:  # MixedTemplate's 1-row soft table is unused here
             self.soft_embedding.weight.requires_grad_(False)
 

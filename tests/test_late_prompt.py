@@ -1,0 +1,176 @@
+"""Late prompts (LPT and the late placement of IPT / S-IDPG): the layers below never see the prompt, the backward
+stops there, padding is excluded, outputs keep the text's positions, and bad input is one line."""
+import copy
+
+import pytest
+import torch
+from torch import nn
+
+from helpers import batch_for, build_prefix, clone, examples
+from openprompt_ipt import GeneratedPrefixTemplate
+from openprompt_ipt.generators.late import pooling_bins
+
+KINDS = ("npg", "appg", "mppg", "plain")
+CASES = {
+    **{f"lpt-{k}": dict(generator="lpt", lpt={"kind": k, "bottleneck": 8}) for k in KINDS},
+    "late-ipt_random": dict(generator="ipt_random", injection="late", ipt={"projection_hidden": 8}),
+    "late-s_idpg": dict(generator="idpg", injection="late", idpg={"depth": "single", "layer": "dnn", "hidden": 8}),
+}
+
+
+def deeper(plm, layers=4):
+    """The fixture's tiny model with ``layers`` blocks (so late_layer has room to move)."""
+    model, tok = plm
+    cfg = copy.deepcopy(model.config)
+    cfg.num_hidden_layers = layers
+    torch.manual_seed(0)
+    return type(model)(cfg).eval(), tok
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_every_late_generator_trains_and_only_it(plm, case):
+    model, tok = plm
+    pm = build_prefix(model, tok, late_layer=1, **CASES[case])
+    batch = batch_for(pm, tok, examples())
+    out = pm.prompt_model(clone(batch))
+    n = batch["input_ids"].size(1)
+    assert out.logits.shape[:2] == (6, n), "the late prompt's positions must be trimmed from the logits"
+    pm(clone(batch)).logsumexp(-1).sum().backward()
+    assert all(p.grad is None for p in model.parameters())
+    for name, p in pm.template.named_parameters():
+        if p.requires_grad:
+            assert p.grad is not None and p.grad.abs().sum() > 0, f"no gradient reaches {name}"
+
+
+@pytest.mark.parametrize("layer", [1, 2, 3])
+@pytest.mark.parametrize("kind", ["npg", "appg"])
+def test_layers_below_the_prompt_equal_the_frozen_model_bit_for_bit(plm, layer, kind):
+    model, tok = deeper(plm)
+    pm = build_prefix(model, tok, generator="lpt", late_layer=layer, lpt={"kind": kind, "bottleneck": 8})
+    batch = batch_for(pm, tok, examples())
+    with torch.no_grad():
+        prompted = pm.prompt_model(clone(batch)).hidden_states
+        # as OpenPrompt's PromptModel calls the PLM (input embeddings and the mask), with nothing armed
+        plain = model(inputs_embeds=model.get_input_embeddings()(batch["input_ids"]),
+                      attention_mask=batch["attention_mask"], output_hidden_states=True).hidden_states
+    assert len(prompted) == len(plain) == 5
+    for i in range(layer + 1):  # the embeddings, then layers 1..l
+        assert torch.equal(prompted[i], plain[i]), f"hidden state {i} (at or below late_layer {layer}) changed"
+    for i in range(layer + 1, 5):
+        assert prompted[i].shape == plain[i].shape, "the prompt positions must be trimmed from every hidden state"
+        assert not torch.allclose(prompted[i], plain[i], atol=1e-4), f"layer {i} above the prompt did not see it"
+
+
+def test_the_backward_stops_at_the_prompt_even_where_lower_layers_could_train(bert):
+    """With every PLM weight trainable (no freezing), only the blocks above late_layer get a gradient: the hidden
+    states are detached where the prompt joins, so the blocks below build no graph for the backward."""
+    model, tok = deeper((bert[0], bert[1]))
+    pm = build_prefix(model, tok, generator="lpt", late_layer=2, lpt={"kind": "npg", "bottleneck": 8})
+    model.requires_grad_(True)
+    batch = batch_for(pm, tok, examples())
+    pm.prompt_model(clone(batch)).logits.sum().backward()
+    blocks = model.bert.encoder.layer
+    for i, block in enumerate(blocks):
+        got = any(p.grad is not None and p.grad.abs().sum() > 0 for p in block.parameters())
+        assert got == (i >= 2), f"block {i + 1}: gradient {'missing' if i >= 2 else 'present'}"
+    assert model.bert.embeddings.position_embeddings.weight.grad is None
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_padding_does_not_change_an_examples_prediction(plm, kind):
+    """The widened mask lets the prompt attend to real tokens only, and pooling skips padding: an example scores
+    the same in a padded batch as alone."""
+    model, tok = deeper(plm, 3)
+    pm = build_prefix(model, tok, generator="lpt", late_layer=1, lpt={"kind": kind, "bottleneck": 8, "dropout": 0.0})
+    pm.eval()
+    exs = examples()
+    with torch.no_grad():
+        together = pm(batch_for(pm, tok, exs))
+        for i, ex in enumerate(exs):
+            alone = pm(batch_for(pm, tok, [ex]))
+            assert torch.allclose(alone[0], together[i], atol=1e-5), f"example {i} changed with padding"
+
+
+@pytest.mark.parametrize("m,t", [(7, 3), (5, 5), (9, 4), (2, 5), (1, 3), (12, 5)])
+def test_pooling_bins_equal_torchs_adaptive_pooling_on_the_real_tokens(m, t):
+    torch.manual_seed(0)
+    n = 14
+    x = torch.randn(1, n, 3)
+    mask = torch.zeros(1, n, dtype=torch.long)
+    mask[0, :m] = 1
+    bins = pooling_bins(mask, t)[0].float()                             # (t, n)
+    avg = bins @ x[0] / bins.sum(-1, keepdim=True)
+    mx = x[0].unsqueeze(0).masked_fill(~bins.bool().unsqueeze(-1), float("-inf")).max(dim=1).values
+    real = x[:, :m].transpose(1, 2)
+    assert torch.allclose(avg, nn.AdaptiveAvgPool1d(t)(real)[0].T, atol=1e-6)
+    assert torch.equal(mx, nn.AdaptiveMaxPool1d(t)(real)[0].T)
+
+
+def test_save_load_and_a_deep_copy_keep_the_late_prompt(bert, tmp_path):
+    model, tok = bert
+    pm = build_prefix(model, tok, generator="lpt", late_layer=1, lpt={"kind": "appg", "bottleneck": 8})
+    with torch.no_grad():
+        for p in pm.template.parameters():
+            if p.requires_grad:
+                p.add_(torch.randn_like(p) * 0.1)
+    pm.eval()
+    batch = batch_for(pm, tok, examples())
+    expected = pm.prompt_model(clone(batch)).logits
+    pm.template.save_pretrained(str(tmp_path / "t"))
+    loaded = GeneratedPrefixTemplate.from_pretrained(str(tmp_path / "t"), model, tok)
+    assert loaded.injection == "late" and loaded.placement.late_layer == 1
+    loaded.eval()
+    twin = copy.deepcopy(pm)
+    pm.prompt_model.template = loaded
+    with torch.no_grad():
+        assert torch.allclose(pm.prompt_model(clone(batch)).logits, expected, atol=1e-6)
+        for p in twin.template.parameters():
+            if p.requires_grad:
+                p.add_(1.0)
+        assert not torch.allclose(twin.prompt_model(clone(batch)).logits, expected, atol=1e-4), \
+            "a deep copy ran without its own late prompt"
+
+
+@pytest.mark.parametrize("kwargs,message", [
+    (dict(generator="lpt", late_layer=0), "late_layer must be an integer in 1..1"),
+    (dict(generator="lpt", late_layer=2), "has 2 layers"),
+    (dict(generator="lpt", late_layer=1.5), "late_layer must be an integer"),
+    (dict(generator="lpt"), "injection: late needs late_layer"),
+    (dict(generator="prefix", late_layer=1), "late_layer is read by injection: late only"),
+    (dict(generator="lpt", injection="kv", late_layer=None), "use injection: late"),
+    (dict(generator="lpt", late_layer=1, prompt_length=0), "prompt_length must be a positive integer"),
+    (dict(generator="lpt", late_layer=1, lpt={"kind": "avg"}), "unknown lpt.kind 'avg'"),
+    (dict(generator="lpt", late_layer=1, lpt={"pooling": "npg"}), "unknown key 'lpt.pooling'"),
+    (dict(generator="lpt", late_layer=1, text='{"soft"} {"placeholder":"text_a"} {"mask"} .'), '{"soft"} tokens'),
+    (dict(generator="idpg", injection="late", late_layer=1, idpg={"depth": "multi"}), "idpg.depth 'multi'"),
+])
+def test_bad_late_settings_are_one_line(bert, kwargs, message):
+    model, tok = bert
+    with pytest.raises((ValueError, KeyError)) as info:
+        build_prefix(model, tok, **kwargs)
+    text = str(info.value)
+    assert message in text and "\n" not in text
+
+
+def test_a_model_whose_layers_cannot_be_found_is_refused(bert):
+    from openprompt_ipt.injection import LatePromptInjector
+
+    class NoEncoder(nn.Module):
+        def __init__(self, config):
+            super().__init__()
+            self.config = config
+            self.blocks = nn.ModuleList([nn.Linear(2, 2)])
+
+    with pytest.raises(ValueError, match="cannot find the attention layout"):
+        LatePromptInjector(NoEncoder(bert[0].config), 1)
+
+
+def test_pooling_with_more_prompt_positions_than_tokens_repeats_tokens_and_warns(bert, caplog):
+    model, tok = bert
+    pm = build_prefix(model, tok, generator="lpt", late_layer=1, prompt_length=40,
+                      lpt={"kind": "mppg", "bottleneck": 8})
+    batch = batch_for(pm, tok, examples(2))
+    with caplog.at_level("WARNING"):
+        logits = pm(clone(batch))
+    assert torch.isfinite(logits).all()
+    assert any("repeats their tokens" in r.getMessage() for r in caplog.records)
