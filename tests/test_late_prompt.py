@@ -174,3 +174,43 @@ def test_pooling_with_more_prompt_positions_than_tokens_repeats_tokens_and_warns
         logits = pm(clone(batch))
     assert torch.isfinite(logits).all()
     assert any("repeats their tokens" in r.getMessage() for r in caplog.records)
+
+
+# ---- the 🤗 door ----------------------------------------------------------------------------------------
+def test_hf_lpt_defaults_to_the_middle_layer_and_refuses_a_bad_one_in_one_line(bert):
+    from test_hf_trainer import classifier_from
+
+    from openprompt_ipt.hf import InstancePromptConfig, get_instance_prompt_model
+
+    mlm, tok = deeper(bert)
+    model = get_instance_prompt_model(classifier_from(mlm), InstancePromptConfig(method="lpt", prompt_length=3), tok)
+    assert model.injector.layer == 2  # 4 layers: the prompt joins after layer 2
+    batch = tok(["the cat sat", "a dog ran fast on the mat"], padding=True, return_tensors="pt")
+    out = model(**batch, output_hidden_states=True)
+    assert out.logits.shape == (2, 2) and all(h.shape[1] == batch["input_ids"].shape[1] for h in out.hidden_states)
+    with pytest.raises(ValueError) as info:
+        get_instance_prompt_model(classifier_from(mlm), InstancePromptConfig(method="lpt", late_layer=4), tok)
+    assert "late_layer must be an integer in 1..3" in str(info.value) and "\n" not in str(info.value)
+    with pytest.raises(ValueError, match="late_layer is read by late injection only"):
+        InstancePromptConfig(method="p_tuning_v2", late_layer=2)
+
+
+def test_hf_lpt_trains_with_a_stock_adamw_loop(bert):
+    from test_hf_trainer import classifier_from
+
+    from openprompt_ipt.hf import InstancePromptConfig, get_instance_prompt_model
+
+    mlm, tok = bert
+    model = get_instance_prompt_model(classifier_from(mlm, initializer_range=0.5),
+                                      InstancePromptConfig(method="lpt", prompt_length=3, options={"kind": "appg"}), tok)
+    batch = tok(["the movie was great", "good film", "terrible movie", "bad film"], padding=True, return_tensors="pt")
+    labels = torch.tensor([1, 1, 0, 0])
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-2)
+    losses = []
+    for _ in range(30):
+        loss = model(**batch, labels=labels).loss
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    assert losses[-1] < losses[0] - 0.1, losses[::10]

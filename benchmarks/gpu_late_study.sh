@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Issue #41 on one lent GPU machine (its own python3 with torch and transformers, no network): first the
+# efficiency rows on the idle GPU (the roberta-large architecture with random weights, late_layer 12 of 24:
+# LPT against Prompt Tuning and P-tuning v2, fp32 with peak memory and bf16; the M-IDPG-PHM op cuts timed in
+# the bf16 call), then the late_<task> groups' new rows (groups in benchmarks/accuracy_groups.yaml), seed-major,
+# one process per run. What it needs travels in .devcarry/ (git-ignored), made by
+#   DATA=late bash benchmarks/prepare_device_carry.sh
+# (OpenPrompt's wheel and its missing pure-Python dependencies, MiniLM in fp16 -- upcast here, so the backbone
+# differs from the CPU runs' by fp16 rounding of its weights -- and the four tasks' folders). results/ and docs/
+# must be moved aside for the call (the 64 MiB transfer).
+#
+#   bash benchmarks/gpu_late_study.sh [SECONDS] [METHODS]
+# Finished runs (metrics.json, config.json, log.csv) are packed into $OUT/late_results.tgz every minute and at
+# the end; unpack at the repository root and rebuild the tables with
+#   python benchmarks/accuracy.py --group late_mr --report-only   (and the same for subj, agnews, mpqa)
+set -u
+LIMIT=${1:-540}
+METHODS=${2:-"LPT-NPG;LPT-APPG;LPT-MPPG;Late prompt (plain);Random IPT (late);P-tuning v2"}
+START=$(date +%s)
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+C=.devcarry
+PY=${PYTHON:-python3}
+$PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site $C/whl/*.whl || exit 1
+export PYTHONPATH=/tmp/site:$PWD
+mkdir -p /tmp/assets && tar xzf $C/data.tgz -C /tmp/assets || exit 1
+export IPT_ASSETS=/tmp/assets TOKENIZERS_PARALLELISM=false PYTHONUNBUFFERED=1
+mkdir -p /tmp/minilm && cp $C/minilm/*.json $C/minilm/vocab.txt /tmp/minilm/ && $PY - <<'EOF' || exit 1
+from safetensors.torch import load_file, save_file
+sd = load_file(".devcarry/minilm/model_fp16.safetensors")
+save_file({k: v.float() if v.is_floating_point() else v for k, v in sd.items()}, "/tmp/minilm/model.safetensors")
+EOF
+$PY -c "import torch, transformers; print('torch', torch.__version__, 'transformers', transformers.__version__, torch.cuda.get_device_name(0))" || exit 1
+nvidia-smi --query-gpu=name,memory.used,utilization.gpu --format=csv
+
+# 1. efficiency on the idle GPU (the targets: LPT's step and peak memory <= 0.7x Prompt Tuning's at l = 12)
+E="benchmarks/efficiency.py --backbone random:roberta-large --batch-size 16 --seq-len 128 --device cuda --data-root /tmp/assets"
+timeout 150 $PY $E --rounds 2 --steps 5 --methods "Prompt Tuning,P-tuning v2,LPT-NPG,LPT-APPG,Late prompt (plain)" \
+  --output "$OUT/rl_fp32.md" > "$OUT/rl_fp32.log" 2>&1 || echo "fp32 efficiency failed or timed out: rl_fp32.log"
+timeout 90 $PY $E --rounds 2 --steps 5 --no-memory --mixed-precision bf16 --output "$OUT/rl_bf16.md" \
+  --methods "Prompt Tuning,P-tuning v2,PEFT prefix tuning,LPT-NPG,Late prompt (plain),M-IDPG-PHM (cached [CLS]),M-IDPG-PHM (hidden injection)" \
+  > "$OUT/rl_bf16.log" 2>&1 || echo "bf16 efficiency failed or timed out: rl_bf16.log"
+echo "efficiency done at $(( $(date +%s) - START )) s"
+
+# 2. the late groups' new rows
+pack() {
+  find results/accuracy -path '*late_*' -name metrics.json 2>/dev/null | while read -r m; do
+    d=$(dirname "$m"); echo "$d/metrics.json"; echo "$d/config.json"; [ -f "$d/log.csv" ] && echo "$d/log.csv"; done \
+    > /tmp/pack.list
+  tar czf "$OUT/late_results.tgz.tmp" -T /tmp/pack.list 2>/dev/null
+  mv "$OUT/late_results.tgz.tmp" "$OUT/late_results.tgz"
+  echo "packed $(wc -l < /tmp/pack.list) files at $(( $(date +%s) - START )) s"
+}
+LEFT=$(( LIMIT - ($(date +%s) - START) ))
+STOP_MIN=$(awk "BEGIN{print ($LEFT - 100) / 60}")  # a run started later than this would not finish
+pids=()
+for t in mr subj agnews mpqa; do
+  $PY benchmarks/accuracy.py --group late_$t --workers ${WORKERS:-3} --stop-after "$STOP_MIN" --docs /tmp/docs \
+    --methods "$METHODS" --set plm.model_path=/tmp/minilm --set train.device=cuda > "$OUT/late_$t.log" 2>&1 &
+  pids+=($!)
+done
+while :; do
+  sleep 15
+  alive=0; for p in "${pids[@]}"; do kill -0 "$p" 2>/dev/null && alive=1; done
+  now=$(( $(date +%s) - START ))
+  [ $(( now % 60 )) -lt 15 ] && pack
+  [ $alive = 0 ] && break
+  [ $now -ge "$LIMIT" ] && { echo "time limit $LIMIT s: dropping the runs still going"; break; }
+done
+pack
+nvidia-smi --query-gpu=memory.used,utilization.gpu --format=csv 2>/dev/null
+for t in mr subj agnews mpqa; do tail -n 4 "$OUT/late_$t.log"; done
