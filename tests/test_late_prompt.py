@@ -1,6 +1,7 @@
 """Late prompts (LPT and the late placement of IPT / S-IDPG): the layers below never see the prompt, the backward
 stops there, padding is excluded, outputs keep the text's positions, and bad input is one line."""
 import copy
+import os
 
 import pytest
 import torch
@@ -214,3 +215,69 @@ def test_hf_lpt_trains_with_a_stock_adamw_loop(bert):
         optimizer.step()
         losses.append(loss.item())
     assert losses[-1] < losses[0] - 0.1, losses[::10]
+
+
+# ---- the runner: predict, resume, init_from -------------------------------------------------------------
+def _late_cfg(model_dir, data_dir, **train):
+    from test_predict_and_runs import tiny_raw
+
+    from openprompt_ipt.runner.config import DEFAULTS, merge_config
+
+    raw = tiny_raw(model_dir, data_dir, **train)
+    raw["template"] = "generated_prefix"
+    raw["generated_prefix"] = {"text": raw.pop("instance_wise")["text"], "generator": "lpt", "prompt_length": 2,
+                               "late_layer": 1, "lpt": {"kind": "appg", "bottleneck": 8}}
+    return merge_config(DEFAULTS, raw, "", {"generated_prefix": raw["generated_prefix"],
+                                            "soft_verbalizer": raw["soft_verbalizer"]})
+
+
+def test_runner_predicts_resumes_and_inits_from_a_late_run(tmp_path, monkeypatch):
+    import json
+    import os
+
+    from conftest import _bert
+    from helpers import interrupt_at_eval
+    from test_training import write_cb
+
+    from openprompt_ipt.runner.experiment import run_experiment
+    from openprompt_ipt.runner.predict import load_run
+
+    torch.manual_seed(0)
+    model, _ = _bert(str(tmp_path / "plm"))
+    model_dir = str(tmp_path / "plm" / "saved")
+    model.save_pretrained(model_dir)
+    data = write_cb(tmp_path / "CB")
+    cfg = _late_cfg(model_dir, data, checkpoint_every=1)
+    full = run_experiment(cfg, output_dir=str(tmp_path / "full"), show_progress=False)
+    assert full["method"] == "LPT-APPG"
+    rows = [json.loads(line) for line in open(os.path.join(data, "val.jsonl"))]
+    preds = load_run(str(tmp_path / "full")).predict(rows)
+    accuracy = sum(p["label"] == r["label"] for p, r in zip(preds, rows)) / len(rows)
+    assert accuracy == pytest.approx(full["test"]["accuracy"])
+
+    restore = interrupt_at_eval(monkeypatch, 2)
+    with pytest.raises(KeyboardInterrupt):
+        run_experiment(cfg, output_dir=str(tmp_path / "killed"), show_progress=False)
+    restore()
+    resumed = run_experiment(cfg, output_dir=str(tmp_path / "killed"), show_progress=False, resume=True)
+    for key in ("best_dev", "test", "history"):
+        assert resumed[key] == full[key]
+
+    again = run_experiment({**cfg, "init_from": str(tmp_path / "full")}, output_dir=str(tmp_path / "again"),
+                           show_progress=False)
+    assert again["init_from"]  # the run records the finished run its prompt (+ head) started from
+
+
+def test_runner_refuses_a_late_prompt_on_an_unfrozen_plm(tmp_path):
+    from conftest import _bert
+    from test_training import write_cb
+
+    from openprompt_ipt.runner.experiment import run_experiment
+
+    model, _ = _bert(str(tmp_path / "plm"))
+    model.save_pretrained(str(tmp_path / "plm" / "saved"))
+    cfg = _late_cfg(str(tmp_path / "plm" / "saved"), write_cb(tmp_path / "CB"))
+    cfg["plm"]["freeze"] = False
+    with pytest.raises(ValueError, match="plm.freeze: false with injection: late"):
+        run_experiment(cfg, output_dir=str(tmp_path / "run"), show_progress=False)
+    assert not os.path.exists(tmp_path / "run" / "metrics.json")
