@@ -79,7 +79,7 @@ def test_hypothesis_groups_validate_with_their_overrides_and_reuse_the_reference
             assert m["yaml"].startswith(f"yamls/generalise/{task}_"), (name, m["label"])
 
 
-LPT_LR = 0.003  # the LPT rows' rate, chosen with late_layer by the MR layer sweep (issue #41)
+LPT_LR = 0.001  # the LPT rows' rate, chosen with late_layer by the MR layer sweep (issue #41)
 
 
 def test_generalise_yamls_write_out_one_budget():
