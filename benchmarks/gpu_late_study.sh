@@ -15,7 +15,7 @@
 #   python benchmarks/accuracy.py --group late_mr --report-only   (and the same for subj, agnews, mpqa)
 set -u
 LIMIT=${1:-540}
-METHODS=${2:-"LPT-NPG;LPT-APPG;LPT-MPPG;Late prompt (plain);Random IPT (late);P-tuning v2"}
+METHODS=${2:-"LPT-NPG;LPT-APPG;LPT-MPPG;Late prompt (plain);Random IPT (late);P-tuning v2;S-IDPG-PHM (late)"}
 START=$(date +%s)
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 C=.devcarry
@@ -32,7 +32,9 @@ EOF
 $PY -c "import torch, transformers; print('torch', torch.__version__, 'transformers', transformers.__version__, torch.cuda.get_device_name(0))" || exit 1
 nvidia-smi --query-gpu=name,memory.used,utilization.gpu --format=csv
 
-# 1. efficiency on the idle GPU (the targets: LPT's step and peak memory <= 0.7x Prompt Tuning's at l = 12)
+# 1. efficiency on the idle GPU (the targets: LPT's step and peak memory <= 0.7x Prompt Tuning's at l = 12);
+# SKIP_EFFICIENCY=1 goes straight to the study (a second call on finished runs: put them under results/ first)
+[ -n "${SKIP_EFFICIENCY:-}" ] || {
 E="benchmarks/efficiency.py --backbone random:roberta-large --batch-size 16 --seq-len 128 --device cuda --data-root /tmp/assets"
 timeout 150 $PY $E --rounds 2 --steps 5 --methods "Prompt Tuning,P-tuning v2,LPT-NPG,LPT-APPG,Late prompt (plain)" \
   --output "$OUT/rl_fp32.md" > "$OUT/rl_fp32.log" 2>&1 || echo "fp32 efficiency failed or timed out: rl_fp32.log"
@@ -40,6 +42,7 @@ timeout 90 $PY $E --rounds 2 --steps 5 --no-memory --mixed-precision bf16 --outp
   --methods "Prompt Tuning,P-tuning v2,PEFT prefix tuning,LPT-NPG,Late prompt (plain),M-IDPG-PHM (cached [CLS]),M-IDPG-PHM (hidden injection)" \
   > "$OUT/rl_bf16.log" 2>&1 || echo "bf16 efficiency failed or timed out: rl_bf16.log"
 echo "efficiency done at $(( $(date +%s) - START )) s"
+}
 
 # 2. the late groups' new rows
 pack() {
