@@ -221,18 +221,21 @@ class InstancePromptModel(nn.Module):
                                                 dtype=torch.uint8)
         return out
 
-    def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):
-        """Reads what ``state_dict`` wrote (the Trainer's resume and ``load_best_model_at_end``): the frozen base
-        is not expected, a trainable tensor is; a checkpoint of another prompt config is one line."""
-        state = dict(state_dict)
-        saved = state.pop(CONFIG_KEY, None)
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        """The config entry is checked and consumed here, so a wrapper's load (``module.`` prefix) reads it too."""
+        saved = state_dict.pop(prefix + CONFIG_KEY, None)
         if saved is not None:
             prompt = decode_config(saved).get("prompt")
             if prompt != json.loads(json.dumps(self.prompt_config.to_dict())):
                 raise ValueError(f"the checkpoint holds a '{(prompt or {}).get('method')}' prompt of another config "
                                  f"than this model's ({self.prompt_config.method}): load it onto a model built with "
                                  "its config (InstancePromptModel.from_pretrained)")
-        result = super().load_state_dict(state, strict=False, **({"assign": True} if assign else {}))  # torch < 2.1
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+
+    def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):
+        """Reads what ``state_dict`` wrote (the Trainer's resume and ``load_best_model_at_end``): the frozen base
+        is not expected, a trainable tensor is; a checkpoint of another prompt config is one line."""
+        result = super().load_state_dict(state_dict, strict=False, **({"assign": True} if assign else {}))  # torch<2.1
         trainable = {n for n, p in self.named_parameters() if p.requires_grad}
         missing = [k for k in result.missing_keys if k in trainable]
         if strict and (missing or result.unexpected_keys):
