@@ -72,6 +72,7 @@ def main(argv=None):
             return AutoModelForSequenceClassification.from_pretrained(path, num_labels=len(labels))
 
         model = get_instance_prompt_model(classifier(), InstancePromptConfig(**METHODS[name]), tokenizer)
+        model.print_trainable_parameters()  # as a PEFT model does
         out = os.path.join(args.output_dir, name)
         training = TrainingArguments(output_dir=out, num_train_epochs=args.epochs, learning_rate=args.lr,
                                      per_device_train_batch_size=16, save_strategy="no", report_to="none")
@@ -81,8 +82,9 @@ def main(argv=None):
         trainer.train()
         dev_accuracy = trainer.evaluate()["eval_accuracy"]
         model.save_pretrained(os.path.join(out, "prompt"))
-        # reload onto a fresh backbone (only the prompt, its generator and the head were saved) and test that
-        reloaded = InstancePromptModel.from_pretrained(classifier(), os.path.join(out, "prompt"), tokenizer)
+        # reload in one call: the backbone from the path the folder records (only the prompt, its generator and
+        # the head were saved), then test it
+        reloaded = InstancePromptModel.from_pretrained(os.path.join(out, "prompt"))
         tester = Trainer(model=reloaded, args=training, data_collator=collator, compute_metrics=accuracy)
         results[name] = tester.evaluate(test, metric_key_prefix="test")["test_accuracy"]
         print(f"{name}: dev accuracy {dev_accuracy:.3f}, test accuracy {results[name]:.3f} "

@@ -7,7 +7,8 @@ OpenPrompt was written against transformers 4.x. Three things it uses are gone:
     ``get_special_tokens_mask`` (OpenPrompt's tokenizer wrappers call both) -> rebuilt from what
     the tokenizer itself adds around a probe text.
 Plus two modules OpenPrompt imports for names only (``transformers.data.processors.utils``,
-``tokenization_utils.SPECIAL_TOKENS_MAP_FILE``). ``apply()`` is idempotent and is called when
+``tokenization_utils.SPECIAL_TOKENS_MAP_FILE``). And one for old transformers on new torch: the 4.39 Trainer's
+resume reads numpy RNG states that torch >= 2.6 refuses by default. ``apply()`` is idempotent and is called when
 ``openprompt_ipt`` is imported, before anything imports ``openprompt``.
 """
 from __future__ import annotations
@@ -154,6 +155,23 @@ def _patch_tokenizers() -> None:
     base._ipt_patched = True
 
 
+def _allow_numpy_in_rng_states() -> None:
+    """transformers < 4.47 reads the Trainer's ``rng_state.pth`` (numpy arrays) with ``torch.load``'s default, which
+    torch 2.6 made ``weights_only``: every ``resume_from_checkpoint`` then fails. Allowlist the numpy array types,
+    as transformers >= 4.47 does around that load (its ``safe_globals``); numpy arrays are data, not code."""
+    import torch
+    import transformers
+    from packaging import version
+
+    if (version.parse(transformers.__version__).release >= (4, 47)
+            or version.parse(torch.__version__).release < (2, 6) or not hasattr(torch.serialization, "add_safe_globals")):
+        return
+    import numpy as np
+
+    core = np._core if hasattr(np, "_core") else np.core
+    torch.serialization.add_safe_globals([core.multiarray._reconstruct, np.ndarray, np.dtype, type(np.dtype(np.uint32))])
+
+
 def apply() -> None:
     """Install every shim OpenPrompt needs on the installed transformers version (idempotent)."""
     global _APPLIED
@@ -164,4 +182,5 @@ def apply() -> None:
     _restore_processor_utils()
     _restore_special_tokens_map_file()
     _patch_tokenizers()
+    _allow_numpy_in_rng_states()
     _APPLIED = True

@@ -232,7 +232,7 @@ def test_saved_directory_for_another_base_model_or_method(plm, bert, tmp_path):
         with pytest.raises(ValueError, match="saved for another base model") as e:
             InstancePromptModel.from_pretrained(classifier_from(other), str(tmp_path / "p"), tokenizer=other_tok)
         _one_line(e)
-    with pytest.raises(FileNotFoundError, match="has no instance_prompt_config.json") as e:
+    with pytest.raises(FileNotFoundError, match="has no model.safetensors: save the model again") as e:
         InstancePromptModel.from_pretrained(classifier_from(mlm), str(tmp_path), tokenizer=tok)
     _one_line(e)
 
@@ -263,8 +263,7 @@ def test_readme_snippet_runs(bert, tmp_path, monkeypatch):
     scope = {"path": path}
     exec(compile(code, "README.md", "exec"), scope)
     assert isinstance(scope["model"], InstancePromptModel)
-    assert sorted(os.listdir(tmp_path / "out" / "prompt")) == ["instance_prompt.safetensors",
-                                                                "instance_prompt_config.json"]
+    assert sorted(os.listdir(tmp_path / "out" / "prompt")) == ["instance_prompt_config.json", "model.safetensors"]
     batch = scope["tokenizer"](["the movie was great"], return_tensors="pt")
     assert scope["model"](**batch).logits.shape == (1, 2)
 
@@ -296,8 +295,8 @@ def test_two_processes_match_one(bert, case, tmp_path):
                          timeout=300)
     assert two.returncode == 0, two.stderr[-3000:]
     assert "processes 2" in two.stdout and "processes 1" in one.stdout
-    a = load_file(str(tmp_path / "one" / "prompt" / "instance_prompt.safetensors"))
-    b = load_file(str(tmp_path / "two" / "prompt" / "instance_prompt.safetensors"))
+    a = load_file(str(tmp_path / "one" / "prompt" / "model.safetensors"))
+    b = load_file(str(tmp_path / "two" / "prompt" / "model.safetensors"))
     assert a.keys() == b.keys()
     for k in a:
         torch.testing.assert_close(b[k], a[k], rtol=0, atol=1e-5)
@@ -351,7 +350,7 @@ def test_masked_lm_with_label_words(plm, case, tmp_path):
     from safetensors.torch import load_file  # the Trainer's own checkpoint: only what trains (tied head or not)
     checkpoints = sorted((tmp_path / "run").glob("checkpoint-*/model.safetensors"))
     assert checkpoints and set(load_file(str(checkpoints[-1]))) == {n for n, p in model.named_parameters()
-                                                                     if p.requires_grad}
+                                                                     if p.requires_grad} | {"instance_prompt_config"}
     for n, p in model.base_model.named_parameters():
         assert torch.equal(p, before[n]), n
     batch = tok([f"a good film it was {tok.mask_token}", f"bad cat {tok.mask_token}"], padding=True,

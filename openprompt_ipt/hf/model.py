@@ -8,7 +8,10 @@ in by the same functions the OpenPrompt templates call (``openprompt_ipt.prompti
 """
 from __future__ import annotations
 
+import json
 import os
+import tempfile
+from contextlib import contextmanager
 from types import SimpleNamespace
 from typing import Optional
 
@@ -19,11 +22,17 @@ from ..generators.layered import InstanceInputs
 from ..injection import max_positions, prepend, trim_outputs
 from ..prompting import build_input_prompt, build_layered_generator, input_prompt_vectors, place_prompts, release_prompts
 from ..prompting.layered_prompt import SECTIONS
-from ..serialization import load_trainable, read_json, save_trainable
+from ..serialization import read_json, read_safetensors, write_text_atomic
+from .checkpointing import carry_prompt
 from .config import InstancePromptConfig
 from .instance_tokens import instance_tokens
+from .tokenizer_check import check_against_model, check_against_record, tokenizer_record
 
-CONFIG_FILE, WEIGHTS_FILE = "instance_prompt_config.json", "instance_prompt.safetensors"
+# one format for save_pretrained and the Trainer (save_model, checkpoints): the state dict as model.safetensors,
+# the prompt's config inside it as CONFIG_KEY (UTF-8 JSON bytes), so a folder the Trainer wrote loads too
+WEIGHTS_FILE, CONFIG_KEY, FORMAT = "model.safetensors", "instance_prompt_config", "openprompt_ipt.hf/2"
+CONFIG_FILE = "instance_prompt_config.json"           # a readable copy of CONFIG_KEY (save_pretrained)
+OLD_WEIGHTS_FILE = "instance_prompt.safetensors"      # format 1: weights + CONFIG_FILE, still read
 # BERT-style encoders: the families whose layout the per-layer injection finds (injection/layout.py)
 FAMILIES = ("bert", "roberta", "xlm-roberta", "camembert", "electra", "ernie", "data2vec-text", "roberta-prelayernorm")
 # what a saved prompt must agree on with the model it is loaded onto
@@ -38,6 +47,10 @@ def fingerprint(model: nn.Module) -> dict:
     return out
 
 
+def decode_config(tensor: torch.Tensor) -> dict:
+    return json.loads(bytes(tensor.cpu().tolist()).decode("utf-8"))
+
+
 def _load_tokenizer(model):
     path = getattr(model.config, "_name_or_path", "") or getattr(model, "name_or_path", "")
     try:
@@ -50,6 +63,7 @@ def _load_tokenizer(model):
 
 class InstancePromptModel(nn.Module):
     main_input_name = "input_ids"
+    accepts_loss_kwargs = False  # the Trainer scales the loss for gradient accumulation (forward takes no num_items)
 
     def __init__(self, model: nn.Module, config: InstancePromptConfig, tokenizer=None):
         super().__init__()
@@ -58,7 +72,9 @@ class InstancePromptModel(nn.Module):
             raise ValueError(f"unsupported architecture '{family}' ({type(model).__name__}): instance prompts support "
                              f"BERT-style encoders: {', '.join(FAMILIES)}")
         tokenizer = tokenizer if tokenizer is not None else _load_tokenizer(model)
+        check_against_model(tokenizer, model)
         self.prompt_config = config
+        self._prompt_off = self._checkpointing = False
         self.base_model = model
         model.requires_grad_(False)
         embedding = model.get_input_embeddings()
@@ -84,6 +100,7 @@ class InstancePromptModel(nn.Module):
         ids = sorted({int(i) for i in getattr(tokenizer, "all_special_ids", []) if i is not None})
         self.register_buffer("special_ids", torch.tensor(ids, dtype=torch.long), persistent=False)
         self.__dict__["tokenizer"] = tokenizer
+        self.__dict__["_tokenizer_record"] = tokenizer_record(tokenizer)
 
     @staticmethod
     def _label_word_ids(model, tokenizer, label_words):
@@ -123,19 +140,110 @@ class InstancePromptModel(nn.Module):
     def config(self):
         return self.base_model.config
 
+    # ---- PEFT's habits: the base's attributes, device, dtype, counts, the base without the prompt ------------
+    def __getattr__(self, name: str):
+        try:
+            return super().__getattr__(name)  # parameters, buffers, submodules
+        except AttributeError:
+            if name == "base_model" or name.startswith("__"):
+                raise
+            return getattr(self.base_model, name)  # model.classifier, model.can_generate(), ... (as PeftModel)
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.base_model.parameters()).device
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return next(self.base_model.parameters()).dtype
+
+    def get_base_model(self) -> nn.Module:
+        return self.base_model
+
+    @contextmanager
+    def disable_adapter(self):
+        """Run the base model without the prompt inside the block (PEFT's name). The head trains in place, so
+        the trained head stays."""
+        previous, self._prompt_off = self._prompt_off, True
+        try:
+            yield
+        finally:
+            self._prompt_off = previous
+
+    def num_trainable_parameters(self) -> int:
+        return sum(p.numel() for p in self.parameters() if p.requires_grad)
+
+    def num_parameters(self, only_trainable: bool = False, exclude_embeddings: bool = False) -> int:
+        """The base's count (as ``PreTrainedModel.num_parameters``) plus the prompt's own parameters."""
+        base = {id(p) for p in self.base_model.parameters()}
+        own = sum(p.numel() for p in self.parameters() if id(p) not in base and (p.requires_grad or not only_trainable))
+        return self.base_model.num_parameters(only_trainable=only_trainable, exclude_embeddings=exclude_embeddings) + own
+
+    def get_nb_trainable_parameters(self):
+        """``(trainable, all)`` parameter counts, as PEFT's."""
+        return self.num_trainable_parameters(), sum(p.numel() for p in self.parameters())
+
+    def print_trainable_parameters(self) -> None:
+        trainable, total = self.get_nb_trainable_parameters()
+        print(f"trainable params: {trainable:,d} || all params: {total:,d} || trainable%: {100 * trainable / total:.4f}")
+
+    # ---- the Trainer's gradient_checkpointing=True ------------------------------------------------------------
+    def activation_checkpointing_enable(self, activation_checkpointing_kwargs=None, **kwargs):
+        """The base's gradient checkpointing, with the per-layer prompt carried into the backward's recompute
+        (hf/checkpointing.py); the input embeddings then require grad, so a reentrant checkpoint sees the graph."""
+        enable = getattr(self.base_model, "activation_checkpointing_enable", None)
+        if enable is not None:  # transformers >= 5 (gradient_checkpointing_enable is its deprecated alias)
+            enable(activation_checkpointing_kwargs=activation_checkpointing_kwargs, **kwargs)
+        else:
+            self.base_model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=activation_checkpointing_kwargs,
+                                                          **kwargs)
+        carry_prompt(self.base_model, self.injector)
+        self._checkpointing = True
+
+    def gradient_checkpointing_enable(self, gradient_checkpointing_kwargs=None, **kwargs):
+        self.activation_checkpointing_enable(gradient_checkpointing_kwargs, **kwargs)
+
+    # ---- checkpoints: only what trains, with the prompt's config ------------------------------------------------
+    def saved_config(self) -> dict:
+        """What a saved folder records: the prompt, the base (fingerprint, name or path) and the tokenizer."""
+        base = dict(fingerprint(self.base_model), name_or_path=getattr(self.config, "_name_or_path", "") or "")
+        return {"format": FORMAT, "prompt": self.prompt_config.to_dict(), "base_model": base,
+                "tokenizer": self._tokenizer_record}
+
     def state_dict(self, *args, destination=None, prefix="", keep_vars=False):
-        """Only the tensors that train (prompt, generator, head), as PEFT's checkpoints: the Trainer's checkpoints
-        then hold what a run changed, and a masked LM's tied vocabulary head cannot stop their safetensors
-        writer. The frozen weights are ``self.base_model.state_dict()``; ``load_state_dict(strict=False)`` reads
-        either."""
+        """Only the tensors that train (prompt, generator, head), as PEFT's checkpoints, and the prompt's config
+        (``CONFIG_KEY``): the Trainer's checkpoints and ``save_model`` then hold what a run changed and what it
+        was, and a masked LM's tied vocabulary head cannot stop their safetensors writer. The frozen weights are
+        ``self.base_model.state_dict()``; ``load_state_dict`` reads either."""
         out = super().state_dict(*args, destination=destination, prefix=prefix, keep_vars=keep_vars)
         keep = {prefix + name for name, p in self.named_parameters() if p.requires_grad}
         for key in [k for k in out if k.startswith(prefix) and k not in keep]:
             del out[key]
+        out[prefix + CONFIG_KEY] = torch.tensor(list(json.dumps(self.saved_config()).encode("utf-8")),
+                                                dtype=torch.uint8)
         return out
 
-    def num_trainable_parameters(self) -> int:
-        return sum(p.numel() for p in self.parameters() if p.requires_grad)
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        """The config entry is checked and consumed here, so a wrapper's load (``module.`` prefix) reads it too."""
+        saved = state_dict.pop(prefix + CONFIG_KEY, None)
+        if saved is not None:
+            prompt = decode_config(saved).get("prompt")
+            if prompt != json.loads(json.dumps(self.prompt_config.to_dict())):
+                raise ValueError(f"the checkpoint holds a '{(prompt or {}).get('method')}' prompt of another config "
+                                 f"than this model's ({self.prompt_config.method}): load it onto a model built with "
+                                 "its config (InstancePromptModel.from_pretrained)")
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+
+    def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):
+        """Reads what ``state_dict`` wrote (the Trainer's resume and ``load_best_model_at_end``): the frozen base
+        is not expected, a trainable tensor is; a checkpoint of another prompt config is one line."""
+        result = super().load_state_dict(state_dict, strict=False, **({"assign": True} if assign else {}))  # torch<2.1
+        trainable = {n for n, p in self.named_parameters() if p.requires_grad}
+        missing = [k for k in result.missing_keys if k in trainable]
+        if strict and (missing or result.unexpected_keys):
+            raise RuntimeError(f"load_state_dict: missing trained tensors {missing[:5]}, unexpected "
+                               f"{result.unexpected_keys[:5]}")
+        return type(result)(missing, result.unexpected_keys)
 
     # ---- forward ----------------------------------------------------------------------------------
     def forward(self, input_ids: Optional[torch.Tensor] = None, attention_mask: Optional[torch.Tensor] = None,
@@ -149,10 +257,14 @@ class InstancePromptModel(nn.Module):
                              "and pad with DataCollatorWithPadding, which keeps it")
         content, parts = instance_tokens(input_ids, attention_mask, special_tokens_mask, self.special_ids)
         batch = {"inputs_embeds": self.base_model.get_input_embeddings()(input_ids), "attention_mask": attention_mask}
+        if self._checkpointing and self.training and torch.is_grad_enabled():
+            batch["inputs_embeds"].requires_grad_(True)  # a reentrant checkpoint needs an input that requires grad
         if token_type_ids is not None:
             batch["token_type_ids"] = token_type_ids
-        keep = None
-        if self.placement is None:
+        keep, n_prefix = None, self.n_prefix if self.placement is None else 0
+        if self._prompt_off:
+            n_prefix = 0
+        elif self.placement is None:
             prompts = input_prompt_vectors(self.task_prompt, self.generator, input_ids, content, attention_mask,
                                            combine=self.combine)
             if prompts is not None:
@@ -170,7 +282,7 @@ class InstancePromptModel(nn.Module):
         # back to the caller's positions: hidden states always, logits when they are per token (MLM heads)
         token_logits = getattr(out, "logits", None) is not None and out.logits.dim() == 3
         view = SimpleNamespace(logits=out.logits if token_logits else None, hidden_states=out.hidden_states)
-        view = trim_outputs(view, self.n_prefix) if self.placement is None else release_prompts(None, view, keep)
+        view = trim_outputs(view, n_prefix) if self.placement is None else release_prompts(None, view, keep)
         if token_logits:
             out.logits = view.logits
         if out.hidden_states is not None:
@@ -186,42 +298,106 @@ class InstancePromptModel(nn.Module):
         return out if use_dict else out.to_tuple()
 
     # ---- save / load ------------------------------------------------------------------------------
-    def save_pretrained(self, directory: str, **_ignored) -> None:
-        """Only the trained weights (prompt, generator, head) as safetensors, beside a JSON config."""
-        config = {"prompt": self.prompt_config.to_dict(), "base_model": fingerprint(self.base_model),
-                  "format": "openprompt_ipt.hf/1"}
-        save_trainable(self, directory, WEIGHTS_FILE, CONFIG_FILE, config)
+    def save_pretrained(self, save_directory: str, **_ignored) -> None:
+        """The folder ``Trainer.save_model`` writes: ``model.safetensors`` (only what trains, and the config as
+        ``CONFIG_KEY``), plus ``instance_prompt_config.json``, a readable copy of the config; both appear at once."""
+        from safetensors.torch import save_file
+
+        state = {k: v.detach().contiguous().cpu() for k, v in self.state_dict().items()}
+        os.makedirs(save_directory, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=save_directory) as tmp:  # no half-written pair is ever visible
+            save_file(state, os.path.join(tmp, WEIGHTS_FILE), metadata={"format": "pt"})
+            with open(os.path.join(tmp, CONFIG_FILE), "w") as f:
+                json.dump(decode_config(state[CONFIG_KEY]), f, indent=2)
+            for name in (WEIGHTS_FILE, CONFIG_FILE):
+                os.replace(os.path.join(tmp, name), os.path.join(save_directory, name))
 
     @classmethod
-    def from_pretrained(cls, model: nn.Module, directory: str, tokenizer=None, method: Optional[str] = None):
-        """Rebuild the prompt saved in ``directory`` on ``model`` (the base it was trained on) and load its weights.
-        ``method`` (optional) is the method the caller expects the directory to hold."""
-        path = os.path.join(directory, CONFIG_FILE)
-        if not os.path.isfile(path):
-            raise FileNotFoundError(f"'{directory}' has no {CONFIG_FILE}: save the model with "
-                                    "InstancePromptModel.save_pretrained(directory)")
-        saved = read_json(path, "save the model again with InstancePromptModel.save_pretrained(directory)")
+    def from_pretrained(cls, model=None, directory: Optional[str] = None, tokenizer=None, method: Optional[str] = None,
+                        **base_kwargs):
+        """``from_pretrained(dir)``: rebuild the base from the name or path recorded at save time (as PEFT's
+        ``AutoPeftModelFor...``; ``base_kwargs`` go to its ``from_pretrained``), then the prompt, and load the
+        weights. ``from_pretrained(base, dir, tokenizer)``: onto the base given. ``dir`` is what ``save_pretrained``
+        or ``Trainer.save_model`` wrote; ``method`` (optional) is the method the caller expects it to hold."""
+        if directory is None and isinstance(model, (str, os.PathLike)):
+            model, directory = None, model
+        directory = os.fspath(directory)
+        saved, weights = _read_saved(directory)
         prompt = saved.get("prompt", {})
         if method is not None and prompt.get("method") != method:
             raise ValueError(f"'{directory}' holds a '{prompt.get('method')}' prompt, not '{method}': "
                              "load the directory saved for that method")
+        if model is None:
+            model = _load_base(saved.get("base_model", {}), directory, base_kwargs)
         mine = fingerprint(model)
         for key, value in saved.get("base_model", {}).items():
-            if mine.get(key) != value:
+            if key != "name_or_path" and mine.get(key) != value:
                 raise ValueError(f"'{directory}' was saved for another base model ({key} {value!r}, this model has "
                                  f"{mine.get(key)!r}): load it onto the model it was trained on")
+        if tokenizer is None:
+            tokenizer = _saved_tokenizer(directory, saved.get("tokenizer") or {}, model)
+        check_against_record(tokenizer, saved.get("tokenizer"), directory)
         wrapped = cls(model, InstancePromptConfig.from_dict(prompt), tokenizer=tokenizer)
-        weights = os.path.join(directory, WEIGHTS_FILE)
-        expected = {n for n, p in wrapped.named_parameters() if p.requires_grad}
-        if os.path.isfile(weights):
-            from safetensors import safe_open
-            with safe_open(weights, "pt") as f:
-                missing = sorted(expected - set(f.keys()))
-            if missing:
-                raise ValueError(f"'{weights}' lacks {missing[:3]}: it was not saved from a "
-                                 f"'{prompt.get('method')}' prompt with this config")
-        load_trainable(wrapped, weights)
+        own = {n: p for n, p in wrapped.named_parameters() if p.requires_grad}
+        missing, unknown = sorted(set(own) - set(weights)), sorted(set(weights) - set(own))
+        if missing or unknown:
+            raise ValueError(f"'{directory}' lacks {missing[:3]} / has unknown {unknown[:3]}: it was not saved from a "
+                             f"'{prompt.get('method')}' prompt with this config")
+        for name, tensor in weights.items():
+            if own[name].shape != tensor.shape:
+                raise ValueError(f"'{directory}': {name} is {tuple(tensor.shape)} but the prompt expects "
+                                 f"{tuple(own[name].shape)}")
+            own[name].data.copy_(tensor)
         return wrapped
+
+
+def _read_saved(directory: str):
+    """``(config, weights)`` of a saved folder: ``model.safetensors`` with the config inside (save_pretrained,
+    Trainer.save_model, a Trainer checkpoint), or format 1 (instance_prompt.safetensors + its JSON config)."""
+    fix = "save the model again (model.save_pretrained(directory) or trainer.save_model(directory))"
+    path = os.path.join(directory, WEIGHTS_FILE)
+    if os.path.isfile(path):
+        weights = read_safetensors(path, fix)
+        if CONFIG_KEY not in weights:
+            raise ValueError(f"'{path}' holds no {CONFIG_KEY}: it was not written by an InstancePromptModel; {fix}")
+        return decode_config(weights.pop(CONFIG_KEY)), weights
+    if os.path.isfile(os.path.join(directory, CONFIG_FILE)):
+        saved = read_json(os.path.join(directory, CONFIG_FILE), fix)
+        old = os.path.join(directory, OLD_WEIGHTS_FILE)
+        return saved, (read_safetensors(old, fix) if os.path.isfile(old) else {})
+    raise FileNotFoundError(f"'{directory}' has no {WEIGHTS_FILE}: {fix}")
+
+
+def _load_base(base: dict, directory: str, kwargs: dict) -> nn.Module:
+    """The base model a saved prompt records: its architecture from its name or path."""
+    import transformers
+
+    path, architecture = base.get("name_or_path"), base.get("architecture")
+    if not path:
+        raise ValueError(f"'{directory}' records no name or path of its base model (it was built from a config): "
+                         f"pass the base, InstancePromptModel.from_pretrained(base_model, '{directory}', tokenizer)")
+    if base.get("num_labels") is not None:
+        kwargs = {"num_labels": base["num_labels"], **kwargs}
+    model_class = getattr(transformers, architecture or "", None) or transformers.AutoModelForSequenceClassification
+    try:
+        return model_class.from_pretrained(path, **kwargs)
+    except (OSError, ValueError) as e:
+        reason = (str(e).strip().splitlines() or [type(e).__name__])[0][:160]
+        raise ValueError(f"'{directory}' was trained on base model '{path}', which does not load ({reason}): pass the "
+                         f"base, InstancePromptModel.from_pretrained(base_model, '{directory}', tokenizer)") from None
+
+
+def _saved_tokenizer(directory: str, record: dict, model):
+    """The tokenizer the Trainer saved beside the weights, else the one the config records, else the model's."""
+    from transformers import AutoTokenizer
+
+    for path in (directory, record.get("name_or_path")):
+        if path and (path != directory or os.path.isfile(os.path.join(directory, "tokenizer_config.json"))):
+            try:
+                return AutoTokenizer.from_pretrained(path)
+            except (OSError, ValueError):
+                pass
+    return _load_tokenizer(model)
 
 
 def get_instance_prompt_model(model: nn.Module, config: InstancePromptConfig, tokenizer=None) -> InstancePromptModel:
