@@ -15,7 +15,7 @@ from openprompt_ipt.hf import InstancePromptConfig, InstancePromptModel, get_ins
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 # one method per way a prompt enters the model: before the text, as k/v prefixes, into every layer's hidden states
-BY_INJECTION = ["ipt-random", "p_tuning_v2-kv", "m_idpg-phm-cls"]
+BY_INJECTION = ["ipt-random", "p_tuning_v2-kv", "m_idpg-phm-cls", "lpt-mppg"]  # input, kv, hidden, late
 CONFIG_KEY = "instance_prompt_config"
 
 
@@ -142,7 +142,7 @@ def test_trainer_save_model_writes_the_save_pretrained_folder(plm, case, tmp_pat
 
 @pytest.mark.parametrize("reentrant", [True, False])
 @pytest.mark.parametrize("case", ["ipt-random", "prefix_tuning", "p_tuning_v2-hidden", "m_idpg-phm-cls",
-                                  "m_idpg-dnn-static-kv"])
+                                  "m_idpg-dnn-static-kv", "lpt-appg", "late_ipt-random"])
 def test_gradient_checkpointing_trains_as_without_it(plm, case, reentrant, tmp_path):
     """``TrainingArguments(gradient_checkpointing=True)``: the prompt and head end where the run without it
     ends (the recompute sees the same prompt), and the prompt did train."""
