@@ -135,7 +135,7 @@ def run_seeds(cfg: Dict, name: str, output_dir: Optional[str], seeds: Sequence[i
     ``<output_dir>/<name>/summary.json`` with each seed's metrics.json under ``seed<k>/``).
     A seed directory that already holds a run is refused (``training/run_dir.py``) unless ``resume``
     (``train_fn`` continues it) or ``overwrite`` (cleared once every seed's data is ready)."""
-    from ..training.run_dir import check_new_runs, clear_runs
+    from ..training.run_dir import holding
     from .experiment import data_root
 
     train_fn = train_fn or default_train
@@ -147,6 +147,13 @@ def run_seeds(cfg: Dict, name: str, output_dir: Optional[str], seeds: Sequence[i
     top = os.path.join(output_dir, name) if output_dir else None
     if resume and overwrite:
         raise ValueError("--resume continues the runs in the run directory, --overwrite replaces them: pass one")
+    with holding([os.path.join(top, f"seed{s}") for s in seeds] if top else []):  # one process per run directory
+        return _run_seeds(cfg, name, top, seeds, root, train_fn, show_progress, resume, overwrite)
+
+
+def _run_seeds(cfg, name, top, seeds, root, train_fn, show_progress, resume, overwrite) -> Dict:
+    from ..training.run_dir import check_new_runs, clear_runs
+
     taken = check_new_runs([os.path.join(top, f"seed{s}") for s in seeds] if top else [], resume, overwrite)
     plans = []
     for seed in seeds:  # every seed's data first: a bad protocol (K too large) fails before any run is written
