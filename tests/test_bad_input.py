@@ -116,3 +116,48 @@ def test_predict_names_each_row_whose_text_is_null_a_number_or_empty_and_scores_
     assert [p["guid"] for p in preds] == ["0"]
     err = capsys.readouterr().err
     assert all(f"skipped: {line}" in err for line in expected) and "1 predictions (4 bad rows skipped)" in err
+
+
+# ---------------------------------------------------------------- template placeholders vs the dataset's texts (#43 item 2)
+PAIR_TEXT = '{"placeholder":"text_a"} question: {"placeholder":"text_b"} ? {"mask"} .'
+
+
+@pytest.mark.parametrize("dataset, fix", [
+    ("{name: text_classification, path: data/reviews, labels: [neg, pos]}",
+     "or use dataset.name: text_pair with dataset.columns.text_b"),
+    ("{name: sst2}", "or use a two-text dataset"),
+])
+def test_a_text_b_placeholder_on_a_one_text_dataset_is_refused_when_the_config_is_read(tmp_path, dataset, fix):
+    from helpers import config_file
+
+    from openprompt_ipt.runner.config import load_config
+
+    name = "text_classification" if "text_classification" in dataset else "sst2"
+    path = config_file(tmp_path, f"dataset: {dataset}\ninstance_wise: {{text: '{PAIR_TEXT}'}}\n"
+                                 "soft_verbalizer: {label_words: [[bad], [good]]}\n")
+    with pytest.raises(ValueError) as e:
+        load_config(path)
+    assert str(e.value) == (f'instance_wise.text uses {{"placeholder":"text_b"}}, but dataset \'{name}\' has one text per '
+                            'example (text_a only: text_b would be an empty string): remove {"placeholder":"text_b"} from '
+                            f"instance_wise.text, {fix}")
+
+
+def test_a_pair_dataset_whose_template_never_uses_text_b_gets_one_warning(tmp_path):
+    import warnings
+
+    from helpers import config_file
+
+    from openprompt_ipt.runner.config import load_config
+    from openprompt_ipt.runner.template_text import UnusedTextBWarning
+
+    one = config_file(tmp_path, "dataset: {name: cb}\ninstance_wise: {text: '{\"placeholder\":\"text_a\"} ? {\"mask\"} .'}\n")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        load_config(one)
+    said = [w for w in caught if issubclass(w.category, UnusedTextBWarning)]
+    assert len(said) == 1 and "second text of every 'cb' example (field 'hypothesis') is left out" in str(said[0].message)
+    both = config_file(tmp_path, f"dataset: {{name: cb}}\ninstance_wise: {{text: '{PAIR_TEXT}'}}\n")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        load_config(both)
+    assert not [w for w in caught if issubclass(w.category, UnusedTextBWarning)]
