@@ -161,3 +161,42 @@ def test_a_pair_dataset_whose_template_never_uses_text_b_gets_one_warning(tmp_pa
         warnings.simplefilter("always")
         load_config(both)
     assert not [w for w in caught if issubclass(w.category, UnusedTextBWarning)]
+
+
+# ---------------------------------------------------------------- Encoder IPT without its export (#43 item 6)
+@pytest.mark.parametrize("encoder", ["textcnn", "lstm", "mlp"])
+def test_the_encoder_ipt_yamls_say_their_encoder_starts_random_without_an_export(encoder):
+    import os
+
+    from openprompt_ipt.runner.config import load_config
+    from openprompt_ipt.runner.experiment import encoder_start
+
+    path = os.path.join(os.path.dirname(__file__), "..", "yamls", f"cb_encoder_ipt_{encoder}.yaml")
+    assert "starts from random weights" in open(path).read()  # documented in the YAML
+    start = encoder_start(load_config(path))
+    assert start["weights"] == "random" and start["note"].startswith(
+        f"note: Encoder IPT ({encoder}) starts from random encoder weights: no instance_wise.encoder_path")
+    assert f"--set instance_wise.encoder_path=exports/{encoder}-minilm" in start["note"]
+    with_export = encoder_start(load_config(path, [f"instance_wise.encoder_path=exports/{encoder}-minilm"]))
+    assert with_export == {"encoder": encoder, "weights": f"exports/{encoder}-minilm"}
+
+
+def test_an_encoder_ipt_run_without_its_export_says_so_first_and_in_metrics_json(tmp_path, capsys, tiny_model_dir):  # noqa: F811
+    import json
+    import os
+
+    import yaml
+    from test_predict_and_runs import load_script, tiny_raw
+    from test_training import write_cb
+
+    raw = tiny_raw(tiny_model_dir, write_cb(tmp_path / "CB"), epochs=1)
+    raw["instance_wise"].update(strategy="encoder", encoder="mlp", encoder_hidden=8)
+    config = tmp_path / "enc.yaml"
+    config.write_text(yaml.safe_dump(raw))
+    capsys.readouterr()
+    assert load_script("run").main(["--config", str(config), "--output-dir", str(tmp_path / "runs"), "--quiet"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    said = [i for i, line in enumerate(lines) if line.startswith("note: Encoder IPT (mlp) starts from random encoder weights")]
+    assert said and said[0] < 3  # among the first lines, before the result
+    metrics = json.load(open(os.path.join(tmp_path, "runs", "enc", "seed3", "metrics.json")))
+    assert metrics["encoder_init"] == {"encoder": "mlp", "weights": "random"}

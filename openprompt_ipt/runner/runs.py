@@ -166,6 +166,11 @@ def _run_seeds(cfg, name, top, seeds, root, train_fn, show_progress, resume, ove
     if int(os.environ.get("RANK", "0")) == 0:
         for line in dict.fromkeys(s.source for _, s in plans if s.source):  # each run says where its data came from
             print(line, flush=True)
+        from .experiment import encoder_start
+
+        start = encoder_start(cfg)
+        if start and start.get("note"):  # Encoder IPT without its pretraining export: said first, kept in metrics.json
+            print(start["note"], flush=True)
     results = []
     for scfg, splits in _tqdm(plans, "seeds", show_progress and len(plans) > 1):
         seed_dir = os.path.join(top, f"seed{scfg['seed']}") if top else None
