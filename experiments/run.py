@@ -135,7 +135,9 @@ def _main(argv=None, parser=None, run_for=None) -> int:
                             train_fn=training(run_for(args) if run_for else None, args.resume),
                             resume=args.resume, overwrite=args.overwrite)
     except (ValueError, FileNotFoundError, KeyError, ImportError, FloatingPointError) as e:  # DamagedFile, RunDirExists too
-        print(f"error: {e.args[0] if isinstance(e, KeyError) and e.args else e}", file=sys.stderr)
+        lines = e.lines + [e.summary] if hasattr(e, "lines") else [e.args[0] if isinstance(e, KeyError) and e.args else e]
+        for line in lines:  # data.rows.BadRows: every bad row, then what to do
+            print(f"error: {line}", file=sys.stderr)
         return 2
     if int(os.environ.get("RANK", "0")) != 0:
         return 0

@@ -108,7 +108,7 @@ def test_predict_names_each_row_whose_text_is_null_a_number_or_empty_and_scores_
     assert cli.main(["--run", run, "--input", str(path), "--output", str(out)]) == 2
     err = [line for line in capsys.readouterr().err.split("\n") if line.startswith("error:")]  # not the weight-loading bar
     assert err[:4] == [f"error: {line}" for line in expected]
-    assert err[4].startswith("error: 4 of 5 input rows have no usable text") and len(err) == 5
+    assert err[4].startswith("error: 4 of 5 input rows cannot be scored") and len(err) == 5
     assert not out.exists()
     # --skip-bad-rows: the good row is scored (its guid keeps its place), each bad one named
     assert cli.main(["--run", run, "--input", str(path), "--output", str(out), "--skip-bad-rows"]) == 0
