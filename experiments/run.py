@@ -53,6 +53,10 @@ def training(run=None, resume: bool = False):
             from openprompt_ipt.runner.config import DEFAULTS
 
             check_resume_config(output_dir, cfg, what="keep the finished run in", defaults=DEFAULTS)
+            from openprompt_ipt.serialization import check_safetensors  # "kept" only when its weights read back
+
+            check_safetensors(os.path.join(output_dir, "best.safetensors"),
+                              f"the finished run in '{output_dir}' cannot be kept: rerun with --overwrite")
             if main:
                 print(f"resume: {output_dir} is finished (metrics.json): kept", flush=True)
             return read_json(done, f"delete '{output_dir}' or rerun with --overwrite")

@@ -198,7 +198,11 @@ class InstancePromptModel(nn.Module):
         if not os.path.isfile(path):
             raise FileNotFoundError(f"'{directory}' has no {CONFIG_FILE}: save the model with "
                                     "InstancePromptModel.save_pretrained(directory)")
-        saved = read_json(path, "save the model again with InstancePromptModel.save_pretrained(directory)")
+        again = "save the model again with InstancePromptModel.save_pretrained(directory)"
+        saved = read_json(path, again)
+        if not isinstance(saved, dict) or not isinstance(saved.get("prompt", {}), dict):
+            raise ValueError(f"'{path}' holds a {type(saved).__name__}, not the JSON object save_pretrained writes "
+                             f"(its prompt config and base model): {again}")
         prompt = saved.get("prompt", {})
         if method is not None and prompt.get("method") != method:
             raise ValueError(f"'{directory}' holds a '{prompt.get('method')}' prompt, not '{method}': "
@@ -212,9 +216,9 @@ class InstancePromptModel(nn.Module):
         weights = os.path.join(directory, WEIGHTS_FILE)
         expected = {n for n, p in wrapped.named_parameters() if p.requires_grad}
         if os.path.isfile(weights):
-            from safetensors import safe_open
-            with safe_open(weights, "pt") as f:
-                missing = sorted(expected - set(f.keys()))
+            from ..serialization import read_safetensors  # a truncated file: one line naming it, not a SafetensorError
+
+            missing = sorted(expected - set(read_safetensors(weights, again)))
             if missing:
                 raise ValueError(f"'{weights}' lacks {missing[:3]}: it was not saved from a "
                                  f"'{prompt.get('method')}' prompt with this config")

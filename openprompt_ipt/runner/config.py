@@ -66,7 +66,8 @@ def find_config(name: str, search_dirs: Iterable[str] = ()) -> str:
     tried = [name]
     if not os.path.isabs(name):
         for folder in search_dirs:
-            for candidate in (os.path.join(folder, name), os.path.join(folder, name + ".yaml")):
+            suffixes = ("",) if name.endswith((".yaml", ".yml")) else ("", ".yaml")  # never 'x.yaml.yaml'
+            for candidate in (os.path.join(folder, name + suffix) for suffix in suffixes):
                 if candidate not in tried:
                     tried.append(candidate)
                 if os.path.isfile(candidate):

@@ -142,7 +142,7 @@ def load_run(run_dir: str, device: str = "cpu") -> Predictor:
     labels, n_outputs = list(task.labels), task.num_outputs
     template_dir = os.path.join(run_dir, "template")
     if os.path.isdir(template_dir):
-        model, tokenizer, wrapper_class = load_backbone(cfg["plm"]["model_path"])
+        model, tokenizer, wrapper_class = load_backbone(cfg["plm"]["model_path"], verbalizer=cfg["verbalizer"])
         template = TEMPLATE_CLASS[cfg["template"]].from_pretrained(template_dir, model, tokenizer)
         node = CfgNode({"verbalizer": cfg["verbalizer"],
                         cfg["verbalizer"]: {"num_classes": n_outputs, **(cfg.get(cfg["verbalizer"]) or {})}},
