@@ -2,6 +2,8 @@
 Ctrl-C is one line naming the last checkpoint and the --resume command, not a traceback."""
 import os
 
+import pytest
+
 from helpers import interrupt_at_eval
 from test_predict_and_runs import load_script, tiny_model_dir, write_tiny_yaml  # noqa: F401  (fixture)
 from test_training import write_cb
@@ -15,7 +17,11 @@ def test_quiet_prints_no_library_bars_and_ctrl_c_is_one_line_with_the_resume_com
     capsys.readouterr()
     restore = interrupt_at_eval(monkeypatch, 2)  # Ctrl-C at the end of epoch 2
     argv = ["--config", config, "--output-dir", out, "--quiet", "--set", "train.checkpoint_every=1"]
-    assert run.main(argv) == 130
+    try:
+        code = run.main(argv)
+    except KeyboardInterrupt:
+        pytest.fail("Ctrl-C escaped run.main as a traceback")
+    assert code == 130
     restore()
     err = capsys.readouterr().err
     assert "Generating train split" not in err and "it/s]" not in err and "Traceback" not in err
