@@ -376,8 +376,12 @@ def main(argv=None) -> int:
     if not args.report_only:
         check_peer_libraries(group, out)
         if args.overwrite:
-            print(f"group {args.group}: --overwrite removed {clear_group(group, out)} previous runs under {out}",
-                  flush=True)
+            try:
+                print(f"group {args.group}: --overwrite removed {clear_group(group, out)} previous runs under {out}",
+                      flush=True)
+            except ValueError as e:  # training/run_dir.RunDirBusy: a run of the group is running now
+                print(f"error: {e}", file=sys.stderr)
+                return 2
         start = time.time()
         failures = run_group(args.group, dict(group, seeds=run_seeds, methods=run_methods), out, args.workers, args.threads, args.extra,
                              args.stop_after)

@@ -83,7 +83,8 @@ def main(argv=None) -> int:
         with quiet_loading():
             report = nearest_tokens_for_run(load_run(args.run, device=args.device), rows, top_k=args.top_k)
     except (ValueError, FileNotFoundError, KeyError, ImportError) as e:
-        print(f"error: {str(e).strip(chr(39) + chr(34))}", file=sys.stderr)
+        for line in (e.lines + [e.summary] if hasattr(e, "lines") else [str(e).strip(chr(39) + chr(34))]):
+            print(f"error: {line}", file=sys.stderr)  # data.rows.BadRows: a line per bad row, then what to do
         return 2
     as_json = bool(args.output) and args.output.lower().endswith(".json")
     text = json.dumps(report, indent=2, ensure_ascii=False) + "\n" if as_json else format_markdown(report)

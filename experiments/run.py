@@ -53,6 +53,10 @@ def training(run=None, resume: bool = False):
             from openprompt_ipt.runner.config import DEFAULTS
 
             check_resume_config(output_dir, cfg, what="keep the finished run in", defaults=DEFAULTS)
+            from openprompt_ipt.serialization import check_safetensors  # "kept" only when its weights read back
+
+            check_safetensors(os.path.join(output_dir, "best.safetensors"),
+                              f"the finished run in '{output_dir}' cannot be kept: rerun with --overwrite")
             if main:
                 print(f"resume: {output_dir} is finished (metrics.json): kept", flush=True)
             return read_json(done, f"delete '{output_dir}' or rerun with --overwrite")
@@ -123,6 +127,7 @@ def _main(argv=None, parser=None, run_for=None) -> int:
         print(f"error: {e.args[0] if isinstance(e, KeyError) and e.args else e}", file=sys.stderr)
         return 2
     from openprompt_ipt.runner.experiment import format_result
+    from openprompt_ipt.runner.quiet import interrupted_line, quiet_libraries
     from openprompt_ipt.runner.runs import format_summary, run_seeds
     from openprompt_ipt.training.logs import format_summary as format_run_summary
 
@@ -131,11 +136,20 @@ def _main(argv=None, parser=None, run_for=None) -> int:
     try:
         if args.resume and not os.path.isdir(os.path.join(out, name)):
             raise FileNotFoundError(f"--resume: no runs of '{name}' under '{out}' (train without --resume first)")
-        summary = run_seeds(cfg, name, out, args.seeds, args.data_root, show_progress=not args.quiet,
-                            train_fn=training(run_for(args) if run_for else None, args.resume),
-                            resume=args.resume, overwrite=args.overwrite)
+        with quiet_libraries(args.quiet):  # 🤗 datasets' / transformers' own bars too
+            summary = run_seeds(cfg, name, out, args.seeds, args.data_root, show_progress=not args.quiet,
+                                train_fn=training(run_for(args) if run_for else None, args.resume),
+                                resume=args.resume, overwrite=args.overwrite)
+    except KeyboardInterrupt:  # Ctrl-C: one line, not a traceback
+        if int(os.environ.get("RANK", "0")) == 0:
+            script = sys.argv[0] if argv is None else os.path.relpath(os.path.abspath(__file__))  # a peer runner's own
+            argv = list(sys.argv[1:] if argv is None else argv)
+            print(interrupted_line(os.path.join(out, name), script, argv), file=sys.stderr, flush=True)
+        return 130
     except (ValueError, FileNotFoundError, KeyError, ImportError, FloatingPointError) as e:  # DamagedFile, RunDirExists too
-        print(f"error: {e.args[0] if isinstance(e, KeyError) and e.args else e}", file=sys.stderr)
+        lines = e.lines + [e.summary] if hasattr(e, "lines") else [e.args[0] if isinstance(e, KeyError) and e.args else e]
+        for line in lines:  # data.rows.BadRows: every bad row, then what to do
+            print(f"error: {line}", file=sys.stderr)
         return 2
     if int(os.environ.get("RANK", "0")) != 0:
         return 0

@@ -85,10 +85,12 @@ def ensure_available(name_or_path: str) -> None:
                                 f"unreachable (offline): {FIX}")
 
 
-def load_backbone(name_or_path: str = OFFLINE_BACKBONE, model_name: Optional[str] = None) -> Tuple:
+def load_backbone(name_or_path: str = OFFLINE_BACKBONE, model_name: Optional[str] = None,
+                  warn_untrained_head: bool = True) -> Tuple:
     """``(model, tokenizer, model_config, WrapperClass)`` of a masked LM, as OpenPrompt's
     ``load_plm(model_name, model_path)`` returns them. ``model_name`` (optional, OpenPrompt's
-    ``plm.model_name``) must match the checkpoint's ``model_type``."""
+    ``plm.model_name``) must match the checkpoint's ``model_type``. ``warn_untrained_head=False``: the
+    caller's head is trained (a SoftVerbalizer, cls_head): no warning about the MLM head it never reads."""
     from openprompt.plms.mlm import MLMTokenizerWrapper
     from transformers import AutoModelForMaskedLM, AutoTokenizer
     from transformers.utils import logging as hf_logging
@@ -115,7 +117,7 @@ def load_backbone(name_or_path: str = OFFLINE_BACKBONE, model_name: Optional[str
             hf_logging.enable_progress_bar()
     check_model_name(model_name, name_or_path, model.config.model_type)
     fresh = [k for k in info.get("missing_keys", []) if "embeddings" not in k and "position_ids" not in k]
-    if fresh and path not in _told_untrained_head:
+    if fresh and warn_untrained_head and path not in _told_untrained_head:
         _told_untrained_head.add(path)
         logger.warning(f"backbone '{name_or_path}': its MLM head is not in the checkpoint (randomly initialised, "
                        "untrained): a ManualVerbalizer reads random logits; use a trainable head (SoftVerbalizer)")

@@ -52,6 +52,58 @@ def split_data_root(argv: List[str]):
     return root, rest
 
 
+def split_unset_keys(argv: List[str]):
+    """(``{key: value}`` of ``--section.key value`` options whose YAML value is null, the rest of argv).
+    OpenPrompt's parser gives such a key no type and then raises a bare ``TypeError`` on any value
+    (``--train.num_training_steps 3``): these are set after its parser, read as YAML values."""
+    from openprompt.config import get_user_config
+
+    if "--config_yaml" not in argv or argv.index("--config_yaml") + 1 >= len(argv):
+        return {}, argv
+    try:
+        config = get_user_config(argv[argv.index("--config_yaml") + 1])
+    except Exception:  # OpenPrompt's own parser reports a bad YAML
+        return {}, argv
+    unset, rest, i = {}, [], 0
+    while i < len(argv):
+        arg = argv[i]
+        key = arg[2:] if arg.startswith("--") and "." in arg else None
+        node = config
+        for part in (key.split(".") if key else ()):
+            node = node.get(part, "missing") if hasattr(node, "get") else "missing"
+        if key and node is None and i + 1 < len(argv):
+            unset[key] = argv[i + 1]
+            i += 2
+            continue
+        rest.append(arg)
+        i += 1
+    return unset, rest
+
+
+def set_unset_keys(config, unset) -> None:
+    from .runner.config import YamlLoader
+
+    import yaml
+
+    for key, text in unset.items():
+        *sections, last = key.split(".")
+        node = config
+        for part in sections:
+            node = node[part]
+        node[last] = yaml.load(text, Loader=YamlLoader)
+        print(f"Update key {key}, value None -> {node[last]!r}")
+
+
+def print_help() -> None:
+    """OpenPrompt's options and ours (its parser knows nothing of --data-root)."""
+    print(__doc__.split("\n\n")[0].strip("`"))
+    print("\noptions:\n  --config_yaml FILE    the experiment YAML (OpenPrompt's schema)\n"
+          "  --resume DIR          continue the run in DIR from its last checkpoint\n"
+          "  --test DIR            test the best checkpoint of the run in DIR\n"
+          "  --data-root DIR       folder holding superglue/CB etc. (default: $IPT_ASSETS or ../shared/assets)\n"
+          "  --SECTION.KEY VALUE   any value of the YAML, e.g. --train.num_epochs 3 --plm.model_path minilm")
+
+
 def beside_yaml(config, section: str, yaml_dir: str) -> None:
     """Change 4: a relative ``file_path`` read from the YAML's folder when it is there, not in the cwd."""
     node = config.get(section)
@@ -159,10 +211,20 @@ def main(argv: Optional[List[str]] = None) -> int:
     from openprompt.utils.reproduciblity import set_seed
 
     data_root, rest = split_data_root(list(sys.argv[1:] if argv is None else argv))
+    if "-h" in rest or "--help" in rest:
+        print_help()
+        return 0
+    unset, rest = split_unset_keys(rest)
     saved_argv = sys.argv
     sys.argv = [saved_argv[0]] + rest  # OpenPrompt's get_config reads sys.argv
     try:
         config, args = get_config()
+        set_unset_keys(config, unset)
+    except TypeError as e:  # OpenPrompt's update_cfg_with_argparser raises a bare TypeError on a type mismatch
+        given = [a for a in rest if a.startswith("--") and "." in a]
+        print(f"error: a command-line value does not have the type of its YAML key ({e or 'TypeError'}); "
+              f"check {', '.join(given) or 'the --section.key options'}", file=sys.stderr)
+        return 2
     finally:
         sys.argv = saved_argv
     if config.task != "classification":

@@ -11,6 +11,15 @@ from typing import Iterable, Iterator
 from torch import nn
 
 
+def usual_mode(path: str) -> str:
+    """Give ``path`` the mode every other file of a run has (0666 less the umask, e.g. 0644):
+    ``safetensors.save_file`` creates its files 0600."""
+    mask = os.umask(0)
+    os.umask(mask)
+    os.chmod(path, 0o666 & ~mask)
+    return path
+
+
 def trainable_state(module: nn.Module, skip: Iterable[str] = ()) -> dict:
     skip = tuple(skip)
     return {n: p.detach().contiguous().cpu() for n, p in module.named_parameters()
@@ -25,6 +34,7 @@ def save_trainable(module: nn.Module, directory: str, weights_file: str, config_
     # write both into a temp dir first, then rename: no half-written pair is ever visible
     with tempfile.TemporaryDirectory(dir=directory) as tmp:
         save_file(trainable_state(module, skip), os.path.join(tmp, weights_file))
+        usual_mode(os.path.join(tmp, weights_file))
         with open(os.path.join(tmp, config_file), "w") as f:
             json.dump(config, f, indent=2)
         os.replace(os.path.join(tmp, weights_file), os.path.join(directory, weights_file))
@@ -36,7 +46,9 @@ class DamagedFile(ValueError):
 
 
 def _damaged(path: str, error: Exception, fix: str) -> DamagedFile:
-    reason = (str(error).strip().splitlines() or [type(error).__name__])[0][:120]
+    reason = (str(error).strip().splitlines() or [type(error).__name__])[0]
+    if len(reason) > 120:  # cut at a word, and say so
+        reason = reason[:120].rsplit(" ", 1)[0] + " ..."
     return DamagedFile(f"file '{path}' is damaged or truncated ({type(error).__name__}: {reason}): {fix}")
 
 
@@ -49,6 +61,21 @@ def read_safetensors(path: str, fix: str = "re-create it (rerun what wrote it)")
     except FileNotFoundError:
         raise
     except Exception as e:  # safetensors raises its own SafetensorError (and OSError for short reads)
+        raise _damaged(path, e, fix) from None
+
+
+def check_safetensors(path: str, fix: str = "re-create it (rerun what wrote it)") -> None:
+    """A missing, empty or cut-short safetensors file is one ``DamagedFile`` line (its header and size are
+    read, not its tensors)."""
+    from safetensors import safe_open
+
+    if not os.path.isfile(path):
+        raise DamagedFile(f"file '{path}' is missing: {fix}")
+    try:
+        with safe_open(path, "pt") as f:
+            for key in list(f.keys())[-1:]:  # the last tensor ends at the file's end: a cut file fails here
+                f.get_slice(key)
+    except Exception as e:
         raise _damaged(path, e, fix) from None
 
 

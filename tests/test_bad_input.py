@@ -108,7 +108,7 @@ def test_predict_names_each_row_whose_text_is_null_a_number_or_empty_and_scores_
     assert cli.main(["--run", run, "--input", str(path), "--output", str(out)]) == 2
     err = [line for line in capsys.readouterr().err.split("\n") if line.startswith("error:")]  # not the weight-loading bar
     assert err[:4] == [f"error: {line}" for line in expected]
-    assert err[4].startswith("error: 4 of 5 input rows have no usable text") and len(err) == 5
+    assert err[4].startswith("error: 4 of 5 input rows cannot be scored") and len(err) == 5
     assert not out.exists()
     # --skip-bad-rows: the good row is scored (its guid keeps its place), each bad one named
     assert cli.main(["--run", run, "--input", str(path), "--output", str(out), "--skip-bad-rows"]) == 0
@@ -116,3 +116,87 @@ def test_predict_names_each_row_whose_text_is_null_a_number_or_empty_and_scores_
     assert [p["guid"] for p in preds] == ["0"]
     err = capsys.readouterr().err
     assert all(f"skipped: {line}" in err for line in expected) and "1 predictions (4 bad rows skipped)" in err
+
+
+# ---------------------------------------------------------------- template placeholders vs the dataset's texts (#43 item 2)
+PAIR_TEXT = '{"placeholder":"text_a"} question: {"placeholder":"text_b"} ? {"mask"} .'
+
+
+@pytest.mark.parametrize("dataset, fix", [
+    ("{name: text_classification, path: data/reviews, labels: [neg, pos]}",
+     "or use dataset.name: text_pair with dataset.columns.text_b"),
+    ("{name: sst2}", "or use a two-text dataset"),
+])
+def test_a_text_b_placeholder_on_a_one_text_dataset_is_refused_when_the_config_is_read(tmp_path, dataset, fix):
+    from helpers import config_file
+
+    from openprompt_ipt.runner.config import load_config
+
+    name = "text_classification" if "text_classification" in dataset else "sst2"
+    path = config_file(tmp_path, f"dataset: {dataset}\ninstance_wise: {{text: '{PAIR_TEXT}'}}\n"
+                                 "soft_verbalizer: {label_words: [[bad], [good]]}\n")
+    with pytest.raises(ValueError) as e:
+        load_config(path)
+    assert str(e.value) == (f'instance_wise.text uses {{"placeholder":"text_b"}}, but dataset \'{name}\' has one text per '
+                            'example (text_a only: text_b would be an empty string): remove {"placeholder":"text_b"} from '
+                            f"instance_wise.text, {fix}")
+
+
+def test_a_pair_dataset_whose_template_never_uses_text_b_gets_one_warning(tmp_path):
+    import warnings
+
+    from helpers import config_file
+
+    from openprompt_ipt.runner.config import load_config
+    from openprompt_ipt.runner.template_text import UnusedTextBWarning
+
+    one = config_file(tmp_path, "dataset: {name: cb}\ninstance_wise: {text: '{\"placeholder\":\"text_a\"} ? {\"mask\"} .'}\n")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        load_config(one)
+    said = [w for w in caught if issubclass(w.category, UnusedTextBWarning)]
+    assert len(said) == 1 and "second text of every 'cb' example (field 'hypothesis') is left out" in str(said[0].message)
+    both = config_file(tmp_path, f"dataset: {{name: cb}}\ninstance_wise: {{text: '{PAIR_TEXT}'}}\n")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        load_config(both)
+    assert not [w for w in caught if issubclass(w.category, UnusedTextBWarning)]
+
+
+# ---------------------------------------------------------------- Encoder IPT without its export (#43 item 6)
+@pytest.mark.parametrize("encoder", ["textcnn", "lstm", "mlp"])
+def test_the_encoder_ipt_yamls_say_their_encoder_starts_random_without_an_export(encoder):
+    import os
+
+    from openprompt_ipt.runner.config import load_config
+    from openprompt_ipt.runner.experiment import encoder_start
+
+    path = os.path.join(os.path.dirname(__file__), "..", "yamls", f"cb_encoder_ipt_{encoder}.yaml")
+    assert "starts from random weights" in open(path).read()  # documented in the YAML
+    start = encoder_start(load_config(path))
+    assert start["weights"] == "random" and start["note"].startswith(
+        f"note: Encoder IPT ({encoder}) starts from random encoder weights: no instance_wise.encoder_path")
+    assert f"--set instance_wise.encoder_path=exports/{encoder}-minilm" in start["note"]
+    with_export = encoder_start(load_config(path, [f"instance_wise.encoder_path=exports/{encoder}-minilm"]))
+    assert with_export == {"encoder": encoder, "weights": f"exports/{encoder}-minilm"}
+
+
+def test_an_encoder_ipt_run_without_its_export_says_so_first_and_in_metrics_json(tmp_path, capsys, tiny_model_dir):  # noqa: F811
+    import json
+    import os
+
+    import yaml
+    from test_predict_and_runs import load_script, tiny_raw
+    from test_training import write_cb
+
+    raw = tiny_raw(tiny_model_dir, write_cb(tmp_path / "CB"), epochs=1)
+    raw["instance_wise"].update(strategy="encoder", encoder="mlp", encoder_hidden=8)
+    config = tmp_path / "enc.yaml"
+    config.write_text(yaml.safe_dump(raw))
+    capsys.readouterr()
+    assert load_script("run").main(["--config", str(config), "--output-dir", str(tmp_path / "runs"), "--quiet"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    said = [i for i, line in enumerate(lines) if line.startswith("note: Encoder IPT (mlp) starts from random encoder weights")]
+    assert said and said[0] < 3  # among the first lines, before the result
+    metrics = json.load(open(os.path.join(tmp_path, "runs", "enc", "seed3", "metrics.json")))
+    assert metrics["encoder_init"] == {"encoder": "mlp", "weights": "random"}

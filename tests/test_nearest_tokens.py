@@ -217,7 +217,14 @@ def test_cli_markdown_json_and_errors(runs, tmp_path, capsys):
     fails(["--run", str(tmp_path / "nope"), "--input", str(rows)], "run directory")
     unknown = tmp_path / "unknown.jsonl"
     unknown.write_text(json.dumps({"premise": "a cat", "hypothesis": "a dog", "colour": "red"}) + "\n")
-    fails(["--run", runs["random"], "--input", str(unknown)], "fields ['colour']")
+    assert cli.main(["--run", runs["random"], "--input", str(unknown), "--output", str(out_md)]) == 0  # extra fields: unread (#43)
+    typo = tmp_path / "typo.jsonl"
+    typo.write_text(json.dumps({"premise": "a cat", "hypothesys": "a dog"}) + "\n")
+    capsys.readouterr()
+    assert cli.main(["--run", runs["random"], "--input", str(typo), "--output", str(tmp_path / "never.md")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[0] == (f"error: {typo} line 1 has no column 'hypothesis' (text_b) (its field 'hypothesys': did you mean "
+                      "'hypothesis'?): not scored") and len(err) == 2
     fails(["--run", runs["random"], "--input", str(rows)], "must end in .md or .json", output="out.txt")
 
 

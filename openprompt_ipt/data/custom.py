@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
 from ..serialization import iter_jsonl
-from .rows import SKIP_HINT, Row, report_skipped, row_problems
+from .rows import Row, misspelling, refuse_rows, report_skipped, row_problems
 from .tasks import SPLIT_ALIASES, SPLITS, Task
 
 GENERIC = {"text_classification": ("text_a", "label"), "text_pair": ("text_a", "text_b", "label"),
@@ -96,28 +96,42 @@ class ColumnFile:
     skip_bad_rows: bool = False
     encoding: str = "utf-8"
 
-    def read(self, folder: str) -> List[dict]:
+    collects_bad = True  # Task._load_split passes ``bad``: these rows and its label problems are listed together
+
+    def read(self, folder: str, bad: Optional[List[str]] = None) -> List[dict]:
+        """The usable rows; each bad row's line goes to ``bad`` when given (the caller refuses or skips),
+        else they are refused together (or skipped, with dataset.skip_bad_rows)."""
+        collect, bad = bad is not None, (bad if bad is not None else [])
         file = os.path.join(folder, self.name)
         texts = {role: (column,) for role, column in self.columns if role != "label"}
-        rows, skipped = [], []
-        for line, row in read_rows(file, self.encoding):
+        rows, lacking, before = [], {}, len(bad)
+        lines = read_rows(file, self.encoding)
+        for line, row in lines:
             if not isinstance(row, dict):
                 raise ValueError(f"{file} line {line} is {type(row).__name__}, not an object with named columns")
-            for role, column in self.columns:
-                if column not in row:
-                    raise ValueError(f"{file} has no column '{column}' (dataset.columns.{role}; line {line} has "
-                                     f"{sorted(k for k in row if k is not None)}): name an existing column in the YAML")
             misfit = field_count_problem(row, file.endswith(".tsv")) if not file.endswith(".jsonl") else ""
-            problems = [misfit] if misfit else row_problems(row, texts)
+            missing = [(role, column) for role, column in self.columns if column not in row]
+            for role, column in missing:
+                lacking.setdefault((role, column), (line, sorted(k for k in row if k is not None)))
+            problems = [misfit] if misfit else [f"has no column '{column}' (dataset.columns.{role})"
+                                                 f"{misspelling(row, [column], [c for _, c in self.columns])}"
+                                                 for role, column in missing] or row_problems(row, texts)
             if problems:
-                if not self.skip_bad_rows:
-                    raise ValueError(f"{file} line {line} {problems[0]}: {SKIP_HINT}")
-                skipped.append(f"line {line} {problems[0]}")
+                bad.append(f"{file} line {line} {problems[0]}")
                 continue
             rows.append(Row.at(row, line, file))
-        report_skipped(file, skipped)
+        for (role, column), (line, has) in lacking.items():
+            if not any(column in row for _, row in lines if isinstance(row, dict)):  # no row has it: the YAML's name
+                raise ValueError(f"{file} has no column '{column}' (dataset.columns.{role}; line {line} has {has}): "
+                                 "name an existing column in the YAML")
+        if collect:
+            return rows
+        mine = bad[before:]
+        if not self.skip_bad_rows:  # every bad row at once (issue #43 item 5); a row missing a column is one of them
+            refuse_rows(mine, file)
+        report_skipped(file, [b[len(file) + 1:] for b in mine])
         if not rows:
-            raise ValueError(f"{file} has no usable rows (all {len(skipped)} skipped as bad)")
+            raise ValueError(f"{file} has no usable rows (all {len(mine)} skipped as bad)")
         return rows
 
 
@@ -166,7 +180,7 @@ class CustomTask(Task):
         if key in self.labels:
             return self.labels.index(key)
         raise ValueError(f"{where}: label {key!r} is not among the labels with label words {list(self.labels)}: "
-                         "add it to dataset.labels and the verbalizer's label_words, or fix the row")
+                         "add it to dataset.labels and the verbalizer's label_words")
 
 
 def normalise(cfg: Dict) -> None:
@@ -243,7 +257,8 @@ def custom_task(ds: Dict) -> CustomTask:
         return CustomTask(name, (), ds.get("path") or "", {}, ("", None), {},
                           text_a=(cols["text_a"],), text_b=(cols["text_b"],) if "text_b" in cols else (),
                           test_split="test", dev_split="validation", label_field=(cols["label"],), regression=True,
-                          metrics=REGRESSION_METRICS, columns=tuple(cols.items()), file_names=tuple(sorted(files.items())))
+                          metrics=REGRESSION_METRICS, columns=tuple(cols.items()), file_names=tuple(sorted(files.items())),
+                          skip_bad_rows=bool(ds.get("skip_bad_rows")), encoding=ds.get("encoding") or "utf-8")
     if not ds.get("labels"):
         raise ValueError(f"dataset.name: {name} needs dataset.labels (or label_words as {{label: [words]}})")
     return CustomTask(name, tuple(str(lab) for lab in ds["labels"]), ds.get("path") or "", {}, ("", None), {},

@@ -18,7 +18,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from openprompt.data_utils import InputExample
 
-from .rows import SKIP_HINT, report_skipped, row_problems
+from .rows import refuse_rows, report_skipped, row_problems
 
 SPLITS = ("train", "validation", "test")
 SPLIT_ALIASES = {"val": "validation", "dev": "validation"}
@@ -211,7 +211,7 @@ class Task:
         return self._load_split(path, split, hub_name, labelled)
 
     def _load_split(self, path: str, split: str, hub_name: Optional[str], labelled: bool) -> List[InputExample]:
-        offset = 0
+        offset, read_bad = 0, []
         if self.is_hub(path, hub_name):
             rows, where = self._hub_rows(path, split, hub_name)
         else:
@@ -221,23 +221,39 @@ class Task:
             where = os.path.join(path, spec.name)
             if not os.path.isfile(where):
                 raise FileNotFoundError(f"{self.name} split '{split}' not found at {where}: {FIX}")
-            rows, offset = spec.read(path), spec.label_offset
-        examples, skipped = [], []
+            read_bad = []  # your own files: rows that do not fit (a missing column, a field count) are listed with the rest
+            rows = spec.read(path, read_bad) if getattr(spec, "collects_bad", False) else spec.read(path)
+            offset = spec.label_offset
+        examples, skipped, bad, unlabelled = [], [], [], 0
+        (skipped if self.skip_bad_rows else bad).extend(read_bad)
         texts = {"text_a": self.text_a, "text_b": self.text_b} if self.expand is None else {}
         for i, row in enumerate(rows):
             at = f"{where} line {row.line}" if getattr(row, "line", 0) else f"{where} row {i}"  # your files: data/rows.py
             problems = row_problems(row, texts) if texts and isinstance(row, dict) else []
-            if problems:  # str() would train a null text as "None"
-                if not self.skip_bad_rows:
-                    raise ValueError(f"{at} {problems[0]}: {SKIP_HINT}")
-                skipped.append(f"{at[len(where) + 1:]} {problems[0]}")
+            line = f"{at} {problems[0]}" if problems else ""  # str() would train a null text as "None"
+            found = []
+            if not line:
+                try:  # a missing label or a score that is not a number: a row problem too (issue #43 item 5)
+                    for guid, text_a, text_b, raw, meta in (self.expand(row, i) if self.expand else [self._fields(row, i)]):
+                        label = self.label_id(raw, offset, at)
+                        if label is None and labelled:
+                            unlabelled += 1
+                            keys = [c for r, c in getattr(self, "columns", ()) if r == "label"] or list(self.label_field)
+                            line = (f"{at} has no label (none of {keys}), but split '{split}' is used "
+                                    "where labels are needed (unlabelled test sets cannot be trained or scored)")
+                            break
+                        found.append(InputExample(guid=f"{split}-{guid}", text_a=text_a, text_b=text_b, label=label,
+                                                  meta=meta))
+                except ValueError as e:
+                    line = str(e)
+            if line:
+                (skipped if self.skip_bad_rows else bad).append(line)
                 continue
-            for guid, text_a, text_b, raw, meta in (self.expand(row, i) if self.expand else [self._fields(row, i)]):
-                label = self.label_id(raw, offset, at)
-                if label is None and labelled:
-                    raise ValueError(f"{at} has no label, but split '{split}' is used where labels "
-                                     f"are needed (unlabelled test sets cannot be trained or scored)")
-                examples.append(InputExample(guid=f"{split}-{guid}", text_a=text_a, text_b=text_b, label=label, meta=meta))
+            examples += found
+        if rows and unlabelled == len(rows) and not read_bad:  # a whole unlabelled split: one line, whatever skip_bad_rows says
+            raise ValueError(bad[0] if bad else skipped[0])
+        refuse_rows(bad, where)
+        skipped = [line[len(where) + 1:] if line.startswith(where + " ") else line for line in skipped]
         report_skipped(where, skipped)
         if not examples:
             raise ValueError(f"{where} has no examples")
@@ -274,7 +290,7 @@ class Task:
             value = math.nan
         if not math.isfinite(value):
             raise ValueError(f"{where}: score {raw!r} is not a number: {self.name} is a regression task, every "
-                             f"labelled row needs a numeric score in {list(self.label_field)} (fix or remove the row)")
+                             f"labelled row needs a numeric score in {list(self.label_field)}")
         if self.score_range is None:
             return value
         lo, hi = self.score_range

@@ -143,6 +143,9 @@ class InstancePromptConfig:
 
     @classmethod
     def from_dict(cls, values: dict) -> "InstancePromptConfig":
+        if not isinstance(values, dict):  # e.g. a JSON list: one line, not an AttributeError
+            raise ValueError(f"an InstancePromptConfig is built from a mapping of its keys (e.g. {{\"method\": "
+                             f"\"random_ipt\", \"prompt_length\": 4}}), got a {type(values).__name__}")
         names = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(values) - names)
         if unknown:

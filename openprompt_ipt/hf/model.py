@@ -323,6 +323,10 @@ class InstancePromptModel(nn.Module):
             model, directory = None, model
         directory = os.fspath(directory)
         saved, weights = _read_saved(directory)
+        if not isinstance(saved, dict) or not isinstance(saved.get("prompt", {}), dict):
+            raise ValueError(f"'{os.path.join(directory, CONFIG_FILE)}' holds a {type(saved).__name__}, not the JSON "
+                             "object save_pretrained writes (its prompt config and base model): save the model again "
+                             "with model.save_pretrained(directory)")
         prompt = saved.get("prompt", {})
         if method is not None and prompt.get("method") != method:
             raise ValueError(f"'{directory}' holds a '{prompt.get('method')}' prompt, not '{method}': "

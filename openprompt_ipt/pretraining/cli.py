@@ -26,7 +26,10 @@ def run_pretraining_cli(argv: Optional[List[str]], doc: str, config_help: str, s
 
         if args.threads:
             torch.set_num_threads(args.threads)
-        text = run(args)
+        from ..runner.quiet import quiet_libraries
+
+        with quiet_libraries(args.quiet):  # 🤗 datasets' corpus bars too
+            text = run(args)
     except (KeyError, ValueError, FileNotFoundError, ImportError) as e:
         # KeyError's str() wraps the message in quotes: print the message itself
         print(f"error: {e.args[0] if isinstance(e, KeyError) and e.args else e}", file=sys.stderr)

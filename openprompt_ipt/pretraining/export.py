@@ -40,10 +40,20 @@ def prepare_output(out: str, run_config: Dict, overwrite: bool = False, log: Cal
     or an interrupted run (``<out>.partial``) is refused in one line unless ``overwrite`` (start over; the
     old export is replaced only when the new one is complete) or ``resume`` (the interrupted run, with the
     same configuration)."""
-    from ..training.run_dir import refusal
+    from ..training.run_dir import hold, refusal, release
 
     if resume and overwrite:
         raise ValueError("--resume continues the interrupted run, --overwrite replaces it: pass one")
+    newly = hold(out)  # one process per export, until finalize (or this process ends)
+    try:
+        return _prepare(out, run_config, overwrite, log, resume, refusal)
+    except BaseException:
+        if newly:
+            release(out)
+        raise
+
+
+def _prepare(out: str, run_config: Dict, overwrite: bool, log: Callable, resume: bool, refusal) -> str:
     work = partial_dir(out)
     if is_finished(out) and not overwrite:
         raise refusal(out, "finished", f"export, {DONE} marker", resumable=False)
@@ -95,6 +105,9 @@ def finalize(work: str, out: str, keep: tuple = ()) -> None:
         if parent:
             os.makedirs(parent, exist_ok=True)
         os.replace(work, out)
+    from ..training.run_dir import release
+
+    release(out)
 
 
 def write_classifier(work: str, model, info: Dict) -> None:

@@ -37,7 +37,8 @@ def build_model(cfg: Dict, train_examples, num_classes: int, labels: Sequence[st
 
     if cfg["verbalizer"] != "regression_head":  # one score: no label words to count
         check_label_words(cfg, labels if labels is not None else [str(i) for i in range(num_classes)])
-    model, tokenizer, wrapper_class = load_backbone(cfg["plm"]["model_path"], cfg["plm"].get("model_name"))
+    model, tokenizer, wrapper_class = load_backbone(cfg["plm"]["model_path"], cfg["plm"].get("model_name"),
+                                                    verbalizer=cfg["verbalizer"])
     section = dict(cfg.get(cfg["template"]) or {})
     if cfg["train"].get("vocab_rows") == "seen":  # restrict vocab tables to ids the training text uses
         if cfg["template"] == "instance_wise":

@@ -66,7 +66,8 @@ def find_config(name: str, search_dirs: Iterable[str] = ()) -> str:
     tried = [name]
     if not os.path.isabs(name):
         for folder in search_dirs:
-            for candidate in (os.path.join(folder, name), os.path.join(folder, name + ".yaml")):
+            suffixes = ("",) if name.endswith((".yaml", ".yml")) else ("", ".yaml")  # never 'x.yaml.yaml'
+            for candidate in (os.path.join(folder, name + suffix) for suffix in suffixes):
                 if candidate not in tried:
                     tried.append(candidate)
                 if os.path.isfile(candidate):
@@ -181,6 +182,9 @@ def load_config(path: str, overrides: Iterable[str] = (), notes: List[str] | Non
     from ..data.custom import normalise
 
     normalise(config)
+    from .template_text import check_template_text
+
+    check_template_text(config)  # a text_b placeholder on a one-text dataset; a pair's text_b never used
     from ..backbones import check_model_name  # a local checkpoint's config.json is read here; a hub one at load
 
     check_model_name(config["plm"]["model_name"], config["plm"]["model_path"])

@@ -214,6 +214,28 @@ def paper_method_name(cfg: Dict) -> str:
     return name if injection == default else f"{name} ({injection})"
 
 
+def encoder_start(cfg: Dict) -> Dict | None:
+    """Encoder IPT's encoder: where its weights start (issue #43 item 6). ``None`` for other methods;
+    else ``{"encoder", "weights": "random" | <encoder_path>, "note"}`` (``note``: the line a run
+    without its pretraining export prints first; ``metrics.json`` keeps the dict as ``encoder_init``)."""
+    section = cfg.get(cfg["template"]) or {}
+    if cfg["template"] == "instance_wise" and section.get("strategy") == "encoder":
+        key, node = "instance_wise.encoder_path", section
+    elif cfg["template"] == "generated_prefix" and section.get("generator") == "ipt_encoder":
+        key, node = "generated_prefix.ipt.encoder_path", section.get("ipt") or {}
+    else:
+        return None
+    encoder = node.get("encoder", "textcnn")
+    if node.get("encoder_path"):
+        return {"encoder": encoder, "weights": node["encoder_path"]}
+    backbone = os.path.basename(os.path.normpath(str(cfg["plm"]["model_path"])))
+    note = (f"note: Encoder IPT ({encoder}) starts from random encoder weights: no {key} (the papers' Encoder IPT "
+            f"starts from the category pretraining: python experiments/pretrain_categories.py --config "
+            f"yamls/pretrain_{encoder}.yaml --set plm.model_path={cfg['plm']['model_path']}, then --set "
+            f"{key}=exports/{encoder}-{backbone})")
+    return {"encoder": encoder, "weights": "random", "note": note}
+
+
 def run_experiment(cfg: Dict, root: str | None = None, output_dir: str | None = None,
                    show_progress: bool = True, splits=None, resume: bool = False,
                    build=None, method: str | None = None) -> Dict:
@@ -301,6 +323,9 @@ def run_experiment(cfg: Dict, root: str | None = None, output_dir: str | None = 
               "trainable": {"prompt": prompt_n, "head": head_n, "plm": plm_n},
               "best_dev": best_dev, "test": test_metrics, "history": train_cfg.history,
               "training": trainer.info, "seconds": round(time.time() - started, 1)}
+    start = encoder_start(cfg)
+    if start:  # Encoder IPT: random or pretrained encoder weights, in every metrics.json
+        result["encoder_init"] = {k: v for k, v in start.items() if k != "note"}
     if output_dir and runtime.is_main:
         os.makedirs(output_dir, exist_ok=True)
         if hasattr(model.template, "save_pretrained"):

@@ -11,12 +11,18 @@ from ..backbones import OFFLINE_BACKBONE, backbone_path  # noqa: F401  (the publ
 resolve_backbone = backbone_path  # the name this module had before the top-level API
 
 
-def load_backbone(name_or_path: str, model_name: Optional[str] = None) -> Tuple[object, object, type]:
+TRAINED_HEADS = ("soft_verbalizer", "cls_head", "regression_head")  # trained on the task: the MLM head is not read
+
+
+def load_backbone(name_or_path: str, model_name: Optional[str] = None,
+                  verbalizer: Optional[str] = None) -> Tuple[object, object, type]:
     """(model, tokenizer, OpenPrompt tokenizer-wrapper class) for a masked LM (``openprompt_ipt.load_backbone``
-    without the model config)."""
+    without the model config); ``verbalizer``: the run's, so an untrained MLM head is only mentioned where
+    the verbalizer reads it."""
     from ..backbones import load_backbone as load
 
-    model, tokenizer, _, wrapper_class = load(name_or_path, model_name=model_name)
+    model, tokenizer, _, wrapper_class = load(name_or_path, model_name=model_name,
+                                              warn_untrained_head=verbalizer not in TRAINED_HEADS)
     return model, tokenizer, wrapper_class
 
 

@@ -21,8 +21,6 @@ import torch
 from ..serialization import iter_jsonl
 from .run_dirs import find_run
 
-KNOWN_EXTRA_FIELDS = ("idx", "label", "guid", "id")
-
 
 class Predictor:
     def __init__(self, run_dir: str, model, tokenizer, wrapper, cfg: Dict, device):
@@ -34,47 +32,64 @@ class Predictor:
         self.labels = list(self.task.labels)
 
     def examples(self, rows: Iterable[Dict], on_bad_row: Optional[Callable[[str], None]] = None) -> List:
-        """Examples of ``rows``. A row whose text is null, a number or empty (or missing) is never scored:
-        all such rows are one ``BadRows`` error with a line per row, or, with ``on_bad_row``, each is
-        passed to it as that line and left out."""
+        """Examples of ``rows``. A row whose text is null, a number or empty (or missing), or whose score is
+        not a number (regression), is never scored: all such rows are one ``BadRows`` error with a line per
+        row (up to 20, then 'and N more'), or, with ``on_bad_row``, each is passed to it as that line and
+        left out. Fields the task does not read (an id, a source) are kept: ``carried`` (per example)."""
+        return self._examples(rows, on_bad_row)[0]
+
+    def _examples(self, rows: Iterable[Dict], on_bad_row: Optional[Callable[[str], None]] = None):
         from openprompt.data_utils import InputExample
 
-        from ..data.rows import BadRows, row_name, row_problems
+        from ..data.rows import BadRows, listed, row_name, row_problems
 
         rows = list(rows)
         if not rows:
             raise ValueError("no input rows: give at least one example")
-        task, out, bad = self.task, [], []
-        known = set(task.text_a) | set(task.text_b) | set(KNOWN_EXTRA_FIELDS)
-        known |= {column for _, column in getattr(task, "columns", ())}  # your own data: its label column too
+        task, out, carried, bad = self.task, [], [], []
         texts = {"text_a": task.text_a, "text_b": task.text_b}
+        used = set(task.text_a) | set(task.text_b) | set(task.label_field) | {"idx", "label", "guid"}
+        used |= {column for _, column in getattr(task, "columns", ())}  # your own data: its label column too
+        self.extra_fields = {}  # field -> rows holding it: carried to the output, named once (``extra_note``)
         for i, row in enumerate(rows):
             name = row_name(row, i)
             if not isinstance(row, dict):
                 raise ValueError(f"{name} is {type(row).__name__}, not a JSON object")
-            if task.expand is None:
-                unknown = sorted(set(row) - known)
-                if unknown:
-                    raise ValueError(f"{name} has fields {unknown} that task '{task.name}' does not use: it "
-                                     f"reads {list(task.text_a)} (+ {list(task.text_b)}) and optionally {list(KNOWN_EXTRA_FIELDS)}")
             problems = row_problems(row, texts, required=task.expand is None)
+            expanded = []
+            if not problems:
+                expanded = [task._fields(row, i)] if task.expand is None else task.expand(row, i)
+                try:
+                    labels = [task.label_id(raw, 0, name) if raw is not None else None for *_, raw, _ in expanded]
+                except ValueError as e:  # a score that is not a number, an unknown label: a row problem
+                    problems = [str(e)[len(name) + 2:] if str(e).startswith(name + ": ") else str(e)]
             if problems:
                 bad.append(f"{name} {'; '.join(problems)}: not scored")
                 if on_bad_row is not None:
                     on_bad_row(bad[-1])
                 continue
-            expanded = [task._fields(row, i)] if task.expand is None else task.expand(row, i)
-            for guid, text_a, text_b, raw, meta in expanded:
-                label = task.label_id(raw, 0, name) if raw is not None else None
+            extra = {k: v for k, v in row.items() if k not in used} if task.expand is None else {}
+            for k in extra:
+                self.extra_fields[k] = self.extra_fields.get(k, 0) + 1
+            for (guid, text_a, text_b, raw, meta), label in zip(expanded, labels):
                 if label is None:
                     label = 0.0 if task.regression else 0
                 out.append(InputExample(guid=str(guid), text_a=text_a, text_b=text_b, label=label, meta=meta))
+                carried.append(extra)
         if bad and on_bad_row is None:
-            raise BadRows(bad, f"{len(bad)} of {len(rows)} input rows have no usable text: fix them (every text a "
-                               "non-empty string), or leave them out (experiments/predict.py --skip-bad-rows)")
+            raise BadRows(listed(bad), f"{len(bad)} of {len(rows)} input rows cannot be scored: fix them (every text a "
+                                       "non-empty string, every score a number), or leave them out (experiments/predict.py --skip-bad-rows)")
         if not out:
             raise ValueError(f"none of the {len(rows)} input rows has a usable text")
-        return out
+        return out, carried
+
+    def extra_note(self) -> str:
+        """The one note about fields the task does not read (after ``predict``), or ''."""
+        if not getattr(self, "extra_fields", None):
+            return ""
+        fields = sorted(self.extra_fields)
+        return (f"note: field{'s' if len(fields) > 1 else ''} {fields} not used by task '{self.task.name}' "
+                f"(it reads {list(self.task.text_a)} + {list(self.task.text_b)}): carried to the output rows as they are")
 
     @torch.no_grad()
     def predict(self, rows: Iterable[Dict], batch_size: int | None = None,
@@ -83,7 +98,7 @@ class Predictor:
         from ..data import encode_examples, make_loader
         from ..training.trainer import to_device
 
-        exs = self.examples(rows, on_bad_row)
+        exs, carried = self._examples(rows, on_bad_row)
         feats = encode_examples(exs, self.model.template, self.wrapper, desc="predict")
         loader = make_loader(feats, batch_size or self.cfg["test"]["batch_size"], self.tokenizer.pad_token_id or 0)
         self.model.eval()
@@ -91,13 +106,18 @@ class Predictor:
             scores = []
             for batch in loader:
                 scores += self.model(to_device(batch, self.device)).float().squeeze(-1).tolist()
-            return [{"guid": ex.guid, "score": self.task.unscale(v)} for ex, v in zip(exs, scores)]
+            return [_with(extra, {"guid": ex.guid, "score": self.task.unscale(v)}) for ex, v, extra in zip(exs, scores, carried)]
         probs = []
         for batch in loader:
             probs += torch.softmax(self.model(to_device(batch, self.device)).float(), -1).tolist()
-        return [{"guid": ex.guid, "label": self.labels[max(range(len(p)), key=p.__getitem__)],
-                 "probabilities": {name: round(v, 6) for name, v in zip(self.labels, p)}}
-                for ex, p in zip(exs, probs)]
+        return [_with(extra, {"guid": ex.guid, "label": self.labels[max(range(len(p)), key=p.__getitem__)],
+                              "probabilities": {name: round(v, 6) for name, v in zip(self.labels, p)}})
+                for ex, p, extra in zip(exs, probs, carried)]
+
+
+def _with(extra: Dict, prediction: Dict) -> Dict:
+    """The prediction, then the input row's own extra fields (an id, a source); ours win a name clash."""
+    return {**prediction, **{k: v for k, v in extra.items() if k not in prediction}}
 
 
 def load_run(run_dir: str, device: str = "cpu") -> Predictor:
@@ -122,7 +142,7 @@ def load_run(run_dir: str, device: str = "cpu") -> Predictor:
     labels, n_outputs = list(task.labels), task.num_outputs
     template_dir = os.path.join(run_dir, "template")
     if os.path.isdir(template_dir):
-        model, tokenizer, wrapper_class = load_backbone(cfg["plm"]["model_path"])
+        model, tokenizer, wrapper_class = load_backbone(cfg["plm"]["model_path"], verbalizer=cfg["verbalizer"])
         template = TEMPLATE_CLASS[cfg["template"]].from_pretrained(template_dir, model, tokenizer)
         node = CfgNode({"verbalizer": cfg["verbalizer"],
                         cfg["verbalizer"]: {"num_classes": n_outputs, **(cfg.get(cfg["verbalizer"]) or {})}},

@@ -135,7 +135,7 @@ def run_seeds(cfg: Dict, name: str, output_dir: Optional[str], seeds: Sequence[i
     ``<output_dir>/<name>/summary.json`` with each seed's metrics.json under ``seed<k>/``).
     A seed directory that already holds a run is refused (``training/run_dir.py``) unless ``resume``
     (``train_fn`` continues it) or ``overwrite`` (cleared once every seed's data is ready)."""
-    from ..training.run_dir import check_new_runs, clear_runs
+    from ..training.run_dir import holding
     from .experiment import data_root
 
     train_fn = train_fn or default_train
@@ -147,6 +147,13 @@ def run_seeds(cfg: Dict, name: str, output_dir: Optional[str], seeds: Sequence[i
     top = os.path.join(output_dir, name) if output_dir else None
     if resume and overwrite:
         raise ValueError("--resume continues the runs in the run directory, --overwrite replaces them: pass one")
+    with holding([os.path.join(top, f"seed{s}") for s in seeds] if top else []):  # one process per run directory
+        return _run_seeds(cfg, name, top, seeds, root, train_fn, show_progress, resume, overwrite)
+
+
+def _run_seeds(cfg, name, top, seeds, root, train_fn, show_progress, resume, overwrite) -> Dict:
+    from ..training.run_dir import check_new_runs, clear_runs
+
     taken = check_new_runs([os.path.join(top, f"seed{s}") for s in seeds] if top else [], resume, overwrite)
     plans = []
     for seed in seeds:  # every seed's data first: a bad protocol (K too large) fails before any run is written
@@ -159,6 +166,11 @@ def run_seeds(cfg: Dict, name: str, output_dir: Optional[str], seeds: Sequence[i
     if int(os.environ.get("RANK", "0")) == 0:
         for line in dict.fromkeys(s.source for _, s in plans if s.source):  # each run says where its data came from
             print(line, flush=True)
+        from .experiment import encoder_start
+
+        start = encoder_start(cfg)
+        if start and start.get("note"):  # Encoder IPT without its pretraining export: said first, kept in metrics.json
+            print(start["note"], flush=True)
     results = []
     for scfg, splits in _tqdm(plans, "seeds", show_progress and len(plans) > 1):
         seed_dir = os.path.join(top, f"seed{scfg['seed']}") if top else None

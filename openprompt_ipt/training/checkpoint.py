@@ -77,6 +77,8 @@ def save_checkpoint(run_dir: str, trainable: Dict[str, torch.Tensor], best: Opti
     """Write one checkpoint atomically and point ``latest`` at it; returns its directory."""
     from safetensors.torch import save_file
 
+    from ..serialization import usual_mode
+
     root = checkpoint_root(run_dir)
     os.makedirs(root, exist_ok=True)
     name = f"step-{state['progress']['global_step']:07d}"
@@ -84,8 +86,10 @@ def save_checkpoint(run_dir: str, trainable: Dict[str, torch.Tensor], best: Opti
     shutil.rmtree(tmp, ignore_errors=True)
     os.makedirs(tmp)
     save_file({k: v.detach().contiguous().cpu() for k, v in trainable.items()}, os.path.join(tmp, TRAINABLE_FILE))
+    usual_mode(os.path.join(tmp, TRAINABLE_FILE))  # safetensors writes 0600
     if best is not None:
         save_file({k: v.contiguous().cpu() for k, v in best.items()}, os.path.join(tmp, BEST_FILE))
+        usual_mode(os.path.join(tmp, BEST_FILE))
     torch.save(state, os.path.join(tmp, STATE_FILE))
     with open(os.path.join(tmp, CONFIG_FILE), "w") as f:
         json.dump(config or {}, f, indent=2)

@@ -1,0 +1,34 @@
+"""What the runner prints (issue #43 item 7): --quiet silences 🤗 datasets' / transformers' own bars;
+Ctrl-C is one line naming the last checkpoint and the --resume command, not a traceback."""
+import os
+
+import pytest
+
+from helpers import interrupt_at_eval
+from test_predict_and_runs import load_script, tiny_model_dir, write_tiny_yaml  # noqa: F401  (fixture)
+from test_training import write_cb
+
+
+def test_quiet_prints_no_library_bars_and_ctrl_c_is_one_line_with_the_resume_command(
+        tiny_model_dir, tmp_path, monkeypatch, capsys):  # noqa: F811
+    run = load_script("run")
+    config = write_tiny_yaml(tmp_path, tiny_model_dir, write_cb(tmp_path / "CB"))  # a new file: datasets generates its split
+    out, seed_dir = str(tmp_path / "runs"), str(tmp_path / "runs" / "tiny" / "seed3")
+    capsys.readouterr()
+    restore = interrupt_at_eval(monkeypatch, 2)  # Ctrl-C at the end of epoch 2
+    argv = ["--config", config, "--output-dir", out, "--quiet", "--set", "train.checkpoint_every=1"]
+    try:
+        code = run.main(argv)
+    except KeyboardInterrupt:
+        pytest.fail("Ctrl-C escaped run.main as a traceback")
+    assert code == 130
+    restore()
+    err = capsys.readouterr().err
+    assert "Generating train split" not in err and "it/s]" not in err and "Traceback" not in err
+    assert err.strip().splitlines() == [
+        f"interrupted: last checkpoint {seed_dir}/checkpoints/step-0000005; continue with: python experiments/run.py "
+        f"--config {config} --output-dir {out} --quiet --set train.checkpoint_every=1 --resume"]
+    # the command it names continues the run
+    assert run.main(argv + ["--resume"]) == 0
+    assert os.path.isfile(os.path.join(seed_dir, "metrics.json"))
+    assert "resuming from" in capsys.readouterr().out
