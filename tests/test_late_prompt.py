@@ -244,7 +244,7 @@ def test_runner_predicts_resumes_and_inits_from_a_late_run(tmp_path, monkeypatch
 
     torch.manual_seed(0)
     model, _ = _bert(str(tmp_path / "plm"))
-    model_dir = str(tmp_path / "plm" / "saved")
+    model_dir = str(tmp_path / "plm" / "bert")  # beside the tokenizer files _bert wrote
     model.save_pretrained(model_dir)
     data = write_cb(tmp_path / "CB")
     cfg = _late_cfg(model_dir, data, checkpoint_every=1)
@@ -275,8 +275,8 @@ def test_runner_refuses_a_late_prompt_on_an_unfrozen_plm(tmp_path):
     from openprompt_ipt.runner.experiment import run_experiment
 
     model, _ = _bert(str(tmp_path / "plm"))
-    model.save_pretrained(str(tmp_path / "plm" / "saved"))
-    cfg = _late_cfg(str(tmp_path / "plm" / "saved"), write_cb(tmp_path / "CB"))
+    model.save_pretrained(str(tmp_path / "plm" / "bert"))
+    cfg = _late_cfg(str(tmp_path / "plm" / "bert"), write_cb(tmp_path / "CB"))
     cfg["plm"]["freeze"] = False
     with pytest.raises(ValueError, match="plm.freeze: false with injection: late"):
         run_experiment(cfg, output_dir=str(tmp_path / "run"), show_progress=False)
