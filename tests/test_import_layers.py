@@ -21,7 +21,7 @@ PROMPT = {"generators", "injection", "prompting"}
 HOST = {"templates", "verbalizers", "hf", "openprompt_registry", "openprompt_hook"}
 RUN = {"data", "training", "runner", "pretraining", "analysis", "cli", "commands", "__main__"}
 LEAVES = {"serialization", "batch", "precision", "shapes", "compat", "hub", "param_groups",
-          "label_word_notice", "_moved", "backbones", "config_files"}
+          "label_word_notice", "backbones", "config_files"}
 MAY_IMPORT = {"prompt": PROMPT | LEAVES, "host": PROMPT | HOST | LEAVES, "run": PROMPT | HOST | RUN | LEAVES,
               "leaf": LEAVES}
 
