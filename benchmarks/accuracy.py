@@ -1,4 +1,4 @@
-"""Accuracy study on real data, one group of methods at a time (issue #6, docs/RESULTS.md).
+"""Accuracy study on real data, one group of methods at a time (issue #6, docs/results/README.md).
 
     python benchmarks/accuracy.py --group cb_pt_family --workers 2
 

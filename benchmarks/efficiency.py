@@ -1,7 +1,7 @@
 """Training-step time, peak memory and inference speed per prompt method, in one process run.
 
     python benchmarks/efficiency.py [--backbone minilm] [--batch-size 16] [--seq-len 128]
-                                    [--rounds 3] [--steps 5] [--output docs/PERFORMANCE.md]
+                                    [--rounds 3] [--steps 5] [--output docs/performance/README.md]
 
 Every method trains on the same fixed batch (real CB text, truncated to exactly --seq-len tokens)
 with the same number of prompt positions (t = 20; IPT: 4 task + 16 instance). Methods are

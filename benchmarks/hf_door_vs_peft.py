@@ -2,7 +2,7 @@
 same ``AutoModelForSequenceClassification`` and the same batch, in one process run.
 
     python benchmarks/hf_door_vs_peft.py [--backbone minilm] [--batch-size 16] [--seq-len 128] [--rounds 5]
-                                         [--steps 3] [--threads 1] [--output docs/PERFORMANCE_hf_door.md]
+                                         [--steps 3] [--threads 1] [--output docs/performance/hf_door.md]
 
 A step is what the Trainer does per batch: forward with labels, backward, AdamW (lr 1e-3) step. Every model
 is its own copy of the backbone with a fresh classification head; all train the head too (PEFT's

@@ -1,11 +1,11 @@
 """Trainable prompt parameters per method on the roberta-large architecture vs IDPG appendix A.1.2.
 
-    python benchmarks/param_counts.py --output docs/param_counts.md
+    python benchmarks/param_counts.py --output docs/performance/param_counts.md
 
 Builds each configuration with random weights from the config shipped in openprompt_ipt/configs
 (vocab 50265, hidden 1024, 24 layers, 16 heads; no download) and counts the template's trainable
 parameters (the classification head excluded). t = 5 prompt tokens throughout, as in the paper.
-With the ``peers`` extra installed (README: Peer methods), the Adapter and Compacter rows are counted
+With the ``peers`` extra installed (docs/methods.md: Peer methods), the Adapter and Compacter rows are counted
 from AdapterHub's real modules on the same architecture (meta weights) and set against A.1.2's sums.
 """
 from __future__ import annotations
@@ -137,7 +137,7 @@ def peer_counts(architecture: str = "roberta-large"):
 
 def peer_lines(counts) -> list:
     if counts is None:
-        return ["", "Adapter / Compacter rows: install the peers extra (README: Peer methods) to count them."]
+        return ["", "Adapter / Compacter rows: install the peers extra (docs/methods.md: Peer methods) to count them."]
     lines = ["", "Adapter (Houlsby, m = 16) and Compacter (n = 4, m = 16, shared A) from AdapterHub `adapters` "
              f"{__import__('adapters').__version__}, meta weights; K = 1024 as in Table 2.", "",
              "| method | term | ours (real modules) | A.1.2 arithmetic | difference |", "|---|---|---:|---:|---:|"]
@@ -185,7 +185,7 @@ def main(argv=None) -> int:
     model, tokenizer = random_masked_lm(args.architecture)
     glove = random_glove(os.path.join(tempfile.mkdtemp(), "glove300.txt"), tokenizer)
     lines = [f"Trainable prompt parameters on the {args.architecture} architecture (t = {T}; head excluded).", "",
-             f"Command: `python benchmarks/param_counts.py --output docs/param_counts.md`. Each row names the configuration",
+             f"Command: `python benchmarks/param_counts.py --output docs/performance/param_counts.md`. Each row names the configuration",
              "counted; the IDPG rows are the ones yamls/idpg_table1/ runs.", "",
              "| method | configuration counted | ours | paper (A.1.2 arithmetic) | paper (Table 2) | match |",
              "|---|---|---:|---:|---:|:---:|"]

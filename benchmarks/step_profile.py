@@ -1,7 +1,7 @@
 """Where a training step's time goes, per method: a profile that survives a busy machine.
 
     python benchmarks/step_profile.py [--methods "Prompt Tuning,PEFT prompt tuning"] [--rounds 15]
-                                      [--output docs/PERFORMANCE_step_profile.md]
+                                      [--output docs/performance/step_profile.md]
 
 The wall-clock step time of efficiency.py moves by ±30 % on the shared 2-core machine. Two measures
 here do not: (1) the torch ops a step dispatches (a count, deterministic) and how the profiler splits

@@ -1,63 +1,14 @@
-"""Predict with a trained run: ``python experiments/predict.py --run runs/cb_random_ipt --input rows.jsonl``
-(``--run``: the directory experiments/run.py printed; one seed's, e.g. ``runs/cb_random_ipt/seed42``, when it ran several).
+"""Predict with a trained run: ``python experiments/predict.py --run runs/cb_random_ipt --input rows.jsonl``.
 
-Rows are JSON objects in the task's own format (CB: premise, hypothesis; an optional label/idx).
-Writes one JSON line per example: guid, predicted label and the probability of every label, then the
-row's own fields the task does not read (an id, a source: named once on stderr). A row whose
-text is null, a number or empty (or a regression score that is not a number) is never scored: each is one error line (--skip-bad-rows: the others are
-predicted and each bad row is named on stderr).
-"""
+The same as ``openprompt-ipt predict`` (openprompt_ipt/commands/predict.py, where the code is)."""
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__)
-    p.add_argument("--run", required=True,
-                   help="the run directory experiments/run.py printed: <output dir>/<config> (one seed) or its seed<k>")
-    p.add_argument("--input", required=True, help="JSONL file of rows in the task's format")
-    p.add_argument("--output", default=None, help="JSONL file for the predictions (default: stdout)")
-    p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, ...")
-    p.add_argument("--skip-bad-rows", action="store_true",
-                   help="predict the other rows when some have a null / number / empty / missing text or a non-numeric score "
-                        "(each is named on stderr)")
-    args = p.parse_args(argv)
-    # torch / OpenPrompt load after the arguments and the run directory are checked (issue #32)
-    from openprompt_ipt.runner.run_dirs import find_run
-
-    skipped = []
-
-    def skip(line):
-        skipped.append(line)
-        print(f"skipped: {line}", file=sys.stderr)
-
-    try:
-        run_dir = find_run(args.run)
-        from openprompt_ipt.runner.predict import load_run, read_jsonl
-        from openprompt_ipt.serialization import emit_text
-
-        rows = read_jsonl(args.input)
-        predictor = load_run(run_dir, device=args.device)
-        predictions = predictor.predict(rows, on_bad_row=skip if args.skip_bad_rows else None)
-        if predictor.extra_note():  # an id, a source column: kept in the output rows, named once
-            print(predictor.extra_note(), file=sys.stderr)
-    except (ValueError, FileNotFoundError, KeyError, ImportError) as e:
-        if hasattr(e, "lines"):  # data.rows.BadRows: one line per bad row, then what to do; nothing is written
-            for line in e.lines + [e.summary]:
-                print(f"error: {line}", file=sys.stderr)
-        else:
-            print(f"error: {e.args[0] if isinstance(e, KeyError) and e.args else e}", file=sys.stderr)
-        return 2
-    lines = "".join(json.dumps(r) + "\n" for r in predictions)
-    emit_text(lines, args.output, f"{len(predictions)} predictions" + (f" ({len(skipped)} bad rows skipped)" if skipped else ""))
-    return 0
-
+from openprompt_ipt.commands.predict import main  # noqa: E402
 
 if __name__ == "__main__":
     sys.exit(main())

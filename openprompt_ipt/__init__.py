@@ -12,9 +12,8 @@ top-level name is one line there (and in ``__all__`` if it is part of the API).
 """
 import importlib
 
-from . import _moved, openprompt_hook
+from . import openprompt_hook
 
-_moved.install()  # old runner import paths (openprompt_ipt.config, ...) for one release
 openprompt_hook.install()
 
 __version__ = "0.1.0"

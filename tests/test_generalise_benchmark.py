@@ -1,6 +1,6 @@
 """Issue #33's reference benchmark (yamls/generalise, groups generalise_*): it loads, every YAML validates,
 and every method runs under one budget, written out so other YAMLs' or classes' defaults cannot move it.
-No training here: the runs themselves are the benchmark (docs/RESULTS.md)."""
+No training here: the runs themselves are the benchmark (docs/results/README.md)."""
 import glob
 import os
 

@@ -246,28 +246,6 @@ def test_batch_without_attention_mask(bert):
     _one_line(e)
 
 
-def test_readme_snippet_runs(bert, tmp_path, monkeypatch):
-    """The README's "Use it from 🤗 Transformers" block, executed verbatim on a tiny BERT checkpoint folder."""
-    import os
-    import re
-
-    readme = open(os.path.join(os.path.dirname(__file__), os.pardir, "README.md")).read()
-    block = re.search(r"<!-- transformers:start -->(.*?)<!-- transformers:end -->", readme, re.S)
-    assert block, "README.md lost its transformers markers"
-    code = "\n".join(re.findall(r"```python\n(.*?)```", block.group(1), re.S))
-    mlm, tok = bert
-    path = str(tmp_path / "ckpt")
-    classifier_from(mlm, initializer_range=0.2).save_pretrained(path)
-    tok.save_pretrained(path)
-    monkeypatch.chdir(tmp_path)
-    scope = {"path": path}
-    exec(compile(code, "README.md", "exec"), scope)
-    assert isinstance(scope["model"], InstancePromptModel)
-    assert sorted(os.listdir(tmp_path / "out" / "prompt")) == ["instance_prompt_config.json", "model.safetensors"]
-    batch = scope["tokenizer"](["the movie was great"], return_tensors="pt")
-    assert scope["model"](**batch).logits.shape == (1, 2)
-
-
 @pytest.mark.parametrize("case", ["p_tuning_v2-kv", "m_idpg-phm-cls"])
 def test_two_processes_match_one(bert, case, tmp_path):
     """The default Trainer under torchrun (2 CPU processes, gloo, 2 examples each) ends at the weights one

@@ -19,9 +19,9 @@ ROOT = PACKAGE.name
 # first component under openprompt_ipt -> layer; the rest are shared leaves (no imports of ours but hub)
 PROMPT = {"generators", "injection", "prompting"}
 HOST = {"templates", "verbalizers", "hf", "openprompt_registry", "openprompt_hook"}
-RUN = {"data", "training", "runner", "pretraining", "analysis", "cli"}
+RUN = {"data", "training", "runner", "pretraining", "analysis", "cli", "commands", "__main__"}
 LEAVES = {"serialization", "batch", "precision", "shapes", "compat", "hub", "param_groups",
-          "label_word_notice", "_moved", "backbones"}
+          "label_word_notice", "backbones", "config_files"}
 MAY_IMPORT = {"prompt": PROMPT | LEAVES, "host": PROMPT | HOST | LEAVES, "run": PROMPT | HOST | RUN | LEAVES,
               "leaf": LEAVES}
 

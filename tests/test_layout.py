@@ -1,27 +1,24 @@
-"""The package tree: runner modules live in ``openprompt_ipt.runner``; the old paths still import."""
+"""The package tree: runner modules live in ``openprompt_ipt.runner`` only (the never-released old paths are gone)."""
 import ast
 import importlib
 import pathlib
 import sys
-import warnings
 
 import pytest
 
 import openprompt_ipt
-from openprompt_ipt._moved import MOVED
 
 PACKAGE = pathlib.Path(openprompt_ipt.__file__).parent
+# runner modules that once lived at the package root (openprompt_ipt.config, ...)
+MOVED = ("config", "experiment", "runs", "sweep", "aggregate", "plotting", "plm", "predict", "protocols")
 
 
 @pytest.mark.parametrize("name", MOVED)
-def test_old_runner_import_path_is_the_new_module_and_warns(name):
-    new = importlib.import_module(f"openprompt_ipt.runner.{name}")
-    sys.modules.pop(f"openprompt_ipt.{name}", None)  # import through the alias finder, not the cache
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        old = importlib.import_module(f"openprompt_ipt.{name}")
-    assert old is new
-    assert any(f"openprompt_ipt.runner.{name}" in str(w.message) for w in caught)
+def test_runner_modules_live_only_in_the_runner(name):
+    importlib.import_module(f"openprompt_ipt.runner.{name}")
+    sys.modules.pop(f"openprompt_ipt.{name}", None)
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module(f"openprompt_ipt.{name}")
     assert not (PACKAGE / f"{name}.py").exists() and not (PACKAGE / name).is_dir()
 
 

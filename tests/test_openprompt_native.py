@@ -10,7 +10,6 @@ for the same examples, weights and max_seq_length; the generator reads the examp
 frozen PLM gets no gradient. ManualVerbalizer (MLM head) and SoftVerbalizer, every template variant.
 """
 import os
-import re
 
 import pytest
 import torch
@@ -263,24 +262,6 @@ def test_a_batch_without_the_flag_warns(bert):
     enc = tok(["the cat sat"], return_tensors="pt")
     with pytest.warns(MissingContentFlagWarning, match="instance_token_ids"):
         template.prompt_vectors({"input_ids": enc["input_ids"], "attention_mask": enc["attention_mask"]})
-
-
-def test_readme_snippet_runs(bert):
-    """The README's "Use it from your OpenPrompt code" loop, executed verbatim on a tiny BERT."""
-    from openprompt.plms.mlm import MLMTokenizerWrapper
-
-    readme = open(os.path.join(os.path.dirname(__file__), os.pardir, "README.md")).read()
-    block = re.search(r"<!-- openprompt-native:start -->(.*?)<!-- openprompt-native:end -->", readme, re.S)
-    assert block, "README.md lost its openprompt-native markers"
-    code = "\n".join(re.findall(r"```python\n(.*?)```", block.group(1), re.S))
-    model, tok = bert
-    scope = {"plm": model, "tokenizer": tok, "WrapperClass": MLMTokenizerWrapper}
-    exec(compile(code, "README.md", "exec"), scope)
-    assert [type(t).__name__ for t in scope["templates"]] == ["InstanceWiseTemplate", "GeneratedPrefixTemplate"]
-    assert scope["predictions"].shape == (2,) and torch.isfinite(scope["loss"])
-    assert all(p.grad is None for p in model.parameters()), "the frozen PLM received gradients"
-    section = readme[readme.index("## Use it from your OpenPrompt code"):readme.index("<!-- openprompt-native:start -->")]
-    assert 'openprompt_ipt.load_backbone("minilm")' in section and "optimizer_groups" in block.group(1)
 
 
 # ---- OpenPrompt's tutorials as a user runs them: constructors' and optimizers' default arguments (#29) ----

@@ -105,7 +105,7 @@ def test_runner_resume_equals_uninterrupted_and_rejects_changed_config(tiny_mode
     from openprompt_ipt.training.logs import format_summary
 
     text = format_summary(resumed, out)
-    assert "resumed at step 5" in text and "predict.py --run" in text and len(text.splitlines()) < 25
+    assert "resumed at step 5" in text and "openprompt-ipt predict --run" in text and len(text.splitlines()) < 25
 
 
 def write_tiny_yaml(tmp_path, model_dir, data_dir, name="tiny"):

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Reproduce the nearest-token case study (docs/case_study_nearest_tokens.md; CPU, one core): three runs of one task
+# Reproduce the nearest-token case study (docs/results/case_study_nearest_tokens.md; CPU, one core): three runs of one task
 # on the offline MiniLM backbone - Prompt Tuning, PT + Random IPT, PT + Encoder IPT (the category-pretrained table
 # and TextCNN body, as in benchmarks/accuracy_groups.yaml) - then the nearest-token report of each run on three
 # official validation rows, read from $IPT_ASSETS/superglue/<TASK>/val.jsonl by idx (no copy in the repo):

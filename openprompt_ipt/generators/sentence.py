@@ -48,7 +48,7 @@ def pack_content(input_ids, content_mask, cls_id: int, sep_id: int, pad_id: int,
 def _host_lists(*tensors):
     """Each tensor as nested lists, read off the device in one copy each: per-row ``.tolist()`` on a GPU
     tensor is one device sync per row (~130 per step of a 32-example batch; the suspected cause of IDPG
-    running ~10x slower than Prompt Tuning on a shared H200 against 1.2-1.4x on CPU, docs/RESULTS.md)."""
+    running ~10x slower than Prompt Tuning on a shared H200 against 1.2-1.4x on CPU, docs/results/README.md)."""
     return [t.detach().cpu().tolist() if t is not None else None for t in tensors]
 
 

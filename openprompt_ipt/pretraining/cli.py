@@ -8,9 +8,9 @@ from typing import Callable, List, Optional
 
 
 def run_pretraining_cli(argv: Optional[List[str]], doc: str, config_help: str, set_example: str,
-                        output_help: str, run: Callable[[argparse.Namespace], str]) -> int:
+                        output_help: str, run: Callable[[argparse.Namespace], str], prog: Optional[str] = None) -> int:
     """Parse the shared flags, call ``run(args)`` (returns the text to print) and map failures to one line."""
-    p = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(prog=prog, description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--config", required=True, help=config_help)
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE",
                    help=f"override a config value, e.g. --set {set_example} (repeatable)")

@@ -19,11 +19,13 @@ REPO_ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 
 def resolve_mapping_path(path: str) -> str:
     """``path`` as given, else the repository's file of that relative path (the shipped mappings and
-    YAMLs, from any working directory)."""
+    YAMLs, from any working directory; an installed wheel's copy of yamls/ too)."""
+    from ..config_files import shipped_file
+
     if os.path.isfile(path) or os.path.isabs(path):
         return path
     candidate = os.path.join(REPO_ROOT, path)
-    return candidate if os.path.isfile(candidate) else path
+    return candidate if os.path.isfile(candidate) else shipped_file(path)
 
 
 def load_tokenizer(model_path: str):

@@ -71,7 +71,8 @@ def resume_command(script: str, argv: List[str]) -> str:
     args = [a for a in argv if a != "--overwrite"]
     if "--resume" not in args:
         args.append("--resume")
-    return " ".join(shlex.quote(a) for a in ["python", script] + args)
+    head = script.split() if script.startswith("openprompt-ipt") else ["python", script]  # the console command as is
+    return " ".join(shlex.quote(a) for a in head + args)
 
 
 def interrupted_line(run_folder: str, script: str, argv: List[str]) -> str:

@@ -83,6 +83,6 @@ def format_summary(result: Dict, run_dir: Optional[str]) -> str:
         lines += [f"  run dir {run_dir}: config.json metrics.json best.safetensors {'template/ ' if template else ''}"
                   f"log.csv checkpoints/{' tensorboard/' if os.path.isdir(os.path.join(run_dir, 'tensorboard')) else ''}"]
         if template:
-            lines.append(f"  predict: python experiments/predict.py --run {run_dir} --input FILE.jsonl")
+            lines.append(f"  predict: openprompt-ipt predict --run {run_dir} --input FILE.jsonl")
     lines.append("=" * 72)
     return "\n".join(lines)
