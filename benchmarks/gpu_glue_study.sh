@@ -40,14 +40,8 @@ fi
 SETS=(--set plm.model_path=/tmp/minilm)
 for s in "$@"; do SETS+=(--set "$s"); done
 
-pack() {  # finished runs only: a metrics.json marks one
-  find results/accuracy -path '*glue_*' -name metrics.json 2>/dev/null | while read -r m; do
-    d=$(dirname "$m"); echo "$d/metrics.json"; echo "$d/config.json"; [ -f "$d/log.csv" ] && echo "$d/log.csv"; done \
-    > /tmp/pack.list
-  tar czf "$OUT/glue_results.tgz.tmp" -T /tmp/pack.list results/accuracy/glue_*/logs 2>/dev/null
-  mv "$OUT/glue_results.tgz.tmp" "$OUT/glue_results.tgz"
-  echo "packed $(wc -l < /tmp/pack.list) files at $(( $(date +%s) - START )) s"
-}
+source benchmarks/gpu_runs.sh
+pack() { pack_runs glue_ glue_results results/accuracy/glue_*/logs; }
 
 STOP_MIN=$(( (LIMIT - 150) / 60 ))  # a run started later than this would not finish
 # workers by each group's share of the optimizer steps (QQP 15k training rows, QNLI 8k, STS-B 4.6k, MRPC 2.9k)
@@ -58,14 +52,6 @@ for g in glue_qqp glue_qnli glue_stsb glue_mrpc; do
     > "$OUT/$g.log" 2>&1 &
   pids+=($!)
 done
-while :; do
-  sleep 20
-  alive=0; for p in "${pids[@]}"; do kill -0 "$p" 2>/dev/null && alive=1; done
-  now=$(( $(date +%s) - START ))
-  [ $(( now % 60 )) -lt 20 ] && pack
-  [ $alive = 0 ] && break
-  [ $now -ge "$LIMIT" ] && { echo "time limit $LIMIT s: dropping the runs still going"; break; }
-done
-pack
+wait_runs 20 pack "${pids[@]}"
 nvidia-smi --query-gpu=memory.used,utilization.gpu --format=csv 2>/dev/null
 for g in glue_qqp glue_qnli glue_stsb glue_mrpc; do tail -n 3 "$OUT/$g.log"; done

@@ -45,14 +45,8 @@ echo "efficiency done at $(( $(date +%s) - START )) s"
 }
 
 # 2. the late groups' new rows
-pack() {
-  find results/accuracy -path '*late_*' -name metrics.json 2>/dev/null | while read -r m; do
-    d=$(dirname "$m"); echo "$d/metrics.json"; echo "$d/config.json"; [ -f "$d/log.csv" ] && echo "$d/log.csv"; done \
-    > /tmp/pack.list
-  tar czf "$OUT/late_results.tgz.tmp" -T /tmp/pack.list 2>/dev/null
-  mv "$OUT/late_results.tgz.tmp" "$OUT/late_results.tgz"
-  echo "packed $(wc -l < /tmp/pack.list) files at $(( $(date +%s) - START )) s"
-}
+source benchmarks/gpu_runs.sh
+pack() { pack_runs late_ late_results; }
 LEFT=$(( LIMIT - ($(date +%s) - START) ))
 STOP_MIN=$(awk "BEGIN{print ($LEFT - 100) / 60}")  # a run started later than this would not finish
 pids=()
@@ -61,14 +55,6 @@ for t in mr subj agnews mpqa; do
     --methods "$METHODS" --set plm.model_path=/tmp/minilm --set train.device=cuda > "$OUT/late_$t.log" 2>&1 &
   pids+=($!)
 done
-while :; do
-  sleep 15
-  alive=0; for p in "${pids[@]}"; do kill -0 "$p" 2>/dev/null && alive=1; done
-  now=$(( $(date +%s) - START ))
-  [ $(( now % 60 )) -lt 15 ] && pack
-  [ $alive = 0 ] && break
-  [ $now -ge "$LIMIT" ] && { echo "time limit $LIMIT s: dropping the runs still going"; break; }
-done
-pack
+wait_runs 15 pack "${pids[@]}"
 nvidia-smi --query-gpu=memory.used,utilization.gpu --format=csv 2>/dev/null
 for t in mr subj agnews mpqa; do tail -n 4 "$OUT/late_$t.log"; done

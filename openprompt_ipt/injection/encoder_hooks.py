@@ -96,24 +96,34 @@ def positional_index(signature: inspect.Signature, name: str) -> Optional[int]:
     return None
 
 
-class LayerPromptInjector:
-    def __init__(self, model: nn.Module):
-        self.layout = find_layout(model)
-        self.plan: Optional[InjectionPlan] = None
-        self.handles = []
-        # per layer: the positional index of each argument the kv hook reads or replaces (None: keyword), found
-        # once here, so a forward pays no inspect.Signature.bind per layer
-        self._arg_index = {}
-        names = ("hidden_states", "attention_mask", self.layout.cache_arg)
-        for i, (layer, attention) in enumerate(zip(self.layout.layers, self.layout.attentions)):
-            signature = inspect.signature(attention.forward)
-            self._arg_index[i] = {name: positional_index(signature, name) for name in names}
-            self.handles.append(attention.register_forward_pre_hook(partial(self._kv_hook, i), with_kwargs=True))
-            if i > 0:
-                self.handles.append(layer.register_forward_pre_hook(partial(self._hidden_hook, i), with_kwargs=True))
+class CallArguments:
+    """A hooked call's arguments, read and replaced by name whether they came positionally or as keywords
+    (``where``: each name's positional index, or None for keyword-only)."""
 
-    # ---- arming -------------------------------------------------------------------------------
-    def arm(self, plan: InjectionPlan) -> None:
+    def __init__(self, where: dict, args, kwargs):
+        self.where, self.args, self.kwargs = where, list(args), dict(kwargs)
+
+    def get(self, name):
+        j = self.where[name]
+        return self.args[j] if j is not None and j < len(self.args) else self.kwargs.get(name)
+
+    def put(self, name, value) -> None:
+        j = self.where[name]
+        if j is not None and j < len(self.args):
+            self.args[j] = value
+        else:
+            self.kwargs[name] = value
+
+    def result(self):
+        return tuple(self.args), self.kwargs
+
+
+class ArmedHooks:
+    """Hooks that stay idle until a forward arms them with a plan; shared by the per-layer and the late injector."""
+    plan = None
+    handles: list  # set by each subclass's __init__
+
+    def arm(self, plan) -> None:
         self.plan = plan
 
     def disarm(self) -> None:
@@ -133,6 +143,23 @@ class LayerPromptInjector:
             h.remove()
         self.handles, self.plan = [], None
 
+
+class LayerPromptInjector(ArmedHooks):
+    def __init__(self, model: nn.Module):
+        self.layout = find_layout(model)
+        self.plan: Optional[InjectionPlan] = None
+        self.handles = []
+        # per layer: the positional index of each argument the kv hook reads or replaces (None: keyword), found
+        # once here, so a forward pays no inspect.Signature.bind per layer
+        self._arg_index = {}
+        names = ("hidden_states", "attention_mask", self.layout.cache_arg)
+        for i, (layer, attention) in enumerate(zip(self.layout.layers, self.layout.attentions)):
+            signature = inspect.signature(attention.forward)
+            self._arg_index[i] = {name: positional_index(signature, name) for name in names}
+            self.handles.append(attention.register_forward_pre_hook(partial(self._kv_hook, i), with_kwargs=True))
+            if i > 0:
+                self.handles.append(layer.register_forward_pre_hook(partial(self._hidden_hook, i), with_kwargs=True))
+
     # ---- hooks --------------------------------------------------------------------------------
     # Registered as partial(bound method, i), not closures: copy.deepcopy(model) rebinds a copied bound
     # method to the copied injector, while a closure would keep reading the original's plan (the copy,
@@ -141,18 +168,8 @@ class LayerPromptInjector:
         plan = self.plan
         if plan is None or plan.mode != "kv":
             return None
-        where, args, kwargs = self._arg_index[i], list(args), dict(kwargs)
-
-        def get(name):
-            j = where[name]
-            return args[j] if j is not None and j < len(args) else kwargs.get(name)
-
-        def put(name, value):
-            j = where[name]
-            if j is not None and j < len(args):
-                args[j] = value
-            else:
-                kwargs[name] = value
+        call = CallArguments(self._arg_index[i], args, kwargs)
+        get, put = call.get, call.put
         hs = get("hidden_states")
         previous = hs[:, 0] if plan.uses_previous and i > 0 else None
         k, v = plan.provider(2 * i, previous), plan.provider(2 * i + 1, previous)
@@ -168,7 +185,7 @@ class LayerPromptInjector:
             put(self.layout.cache_arg, (k, v))
         else:
             put(self.layout.cache_arg, LayerPrefix(k, v))
-        return tuple(args), kwargs
+        return call.result()
 
     @staticmethod
     def _widened_mask(plan: InjectionPlan, mask, p: int, b: int, hs: torch.Tensor):

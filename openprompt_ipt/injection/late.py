@@ -11,7 +11,6 @@ activations for it.
 from __future__ import annotations
 
 import inspect
-from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
 from typing import Callable, Optional
@@ -19,7 +18,7 @@ from typing import Callable, Optional
 import torch
 from torch import nn
 
-from .encoder_hooks import pad_attention_mask, positional_index
+from .encoder_hooks import ArmedHooks, CallArguments, pad_attention_mask, positional_index
 from .layout import find_layout
 
 # provider(hidden states entering block l (B, n, H), the batch's (B, n) attention mask) -> (B, t, H)
@@ -41,7 +40,7 @@ def check_late_layer(layer, num_layers: int, family: str = "the model") -> int:
     return layer
 
 
-class LatePromptInjector:
+class LatePromptInjector(ArmedHooks):
     def __init__(self, model: nn.Module, layer: int):
         self.layout = find_layout(model)
         family = getattr(getattr(model, "config", None), "model_type", type(model).__name__)
@@ -54,43 +53,13 @@ class LatePromptInjector:
             self._arg_index[i] = {name: positional_index(signature, name) for name in ("hidden_states", "attention_mask")}
             self.handles.append(block.register_forward_pre_hook(partial(self._hook, i), with_kwargs=True))
 
-    # the interface of LayerPromptInjector: arm for one forward, disarm after it
-    def arm(self, plan: LatePlan) -> None:
-        self.plan = plan
-
-    def disarm(self) -> None:
-        self.plan = None
-
-    @contextmanager
-    def suspended(self):
-        plan, self.plan = self.plan, None
-        try:
-            yield
-        finally:
-            self.plan = plan
-
-    def remove(self) -> None:
-        for h in self.handles:
-            h.remove()
-        self.handles, self.plan = [], None
-
     # Registered as partial(bound method, i) (not a closure): a deep copy of the model rebinds to its own injector.
     def _hook(self, i: int, module, args, kwargs):
         plan = self.plan
         if plan is None:
             return None
-        where, args, kwargs = self._arg_index[i], list(args), dict(kwargs)
-
-        def get(name):
-            j = where[name]
-            return args[j] if j is not None and j < len(args) else kwargs.get(name)
-
-        def put(name, value):
-            j = where[name]
-            if j is not None and j < len(args):
-                args[j] = value
-            else:
-                kwargs[name] = value
+        call = CallArguments(self._arg_index[i], args, kwargs)
+        get, put = call.get, call.put
         hs = get("hidden_states")
         mask = get("attention_mask")
         if i == self.layer:
@@ -100,7 +69,7 @@ class LatePromptInjector:
             put("hidden_states", hs)
         t = hs.size(1) - plan.attention_mask.size(1)
         put("attention_mask", self._widened(plan, mask, t, hs))
-        return tuple(args), kwargs
+        return call.result()
 
     @staticmethod
     def _widened(plan: LatePlan, mask, t: int, hs: torch.Tensor):
