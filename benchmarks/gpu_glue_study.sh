@@ -18,20 +18,9 @@ set -u
 LIMIT=${1:-540}; shift || true
 START=$(date +%s)
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-C=.devcarry
 PY=${PYTHON:-python3}
-if [ -z "${SKIP_INSTALL:-}" ]; then
-  $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site $C/whl/*.whl || exit 1
-  export PYTHONPATH=/tmp/site:$PWD
-fi
-mkdir -p /tmp/assets && tar xzf $C/glue.tgz -C /tmp/assets || exit 1
-export IPT_ASSETS=/tmp/assets TOKENIZERS_PARALLELISM=false PYTHONUNBUFFERED=1
-mkdir -p /tmp/minilm && cp $C/minilm/*.json $C/minilm/vocab.txt /tmp/minilm/ && $PY - <<'EOF' || exit 1
-from safetensors.torch import load_file, save_file
-sd = load_file(".devcarry/minilm/model_fp16.safetensors")
-save_file({k: v.float() if v.is_floating_point() else v for k, v in sd.items()}, "/tmp/minilm/model.safetensors")
-EOF
-$PY -c "import torch, transformers; print('torch', torch.__version__, 'transformers', transformers.__version__, 'cuda', torch.cuda.is_available(), torch.cuda.get_device_name(0) if torch.cuda.is_available() else '')" || exit 1
+source benchmarks/gpu_runs.sh
+device_setup glue.tgz || exit 1
 if [ -n "${CHECK_SPEED:-}" ]; then  # step time per method on the idle GPU first: is IDPG still ~10x Prompt Tuning?
   timeout 150 $PY benchmarks/efficiency.py --backbone /tmp/minilm --batch-size 32 --rounds 2 --steps 5 --no-memory \
     --methods "Prompt Tuning,P-tuning v2,S-IDPG-PHM,M-IDPG-PHM (cached [CLS]),M-IDPG-PHM (uncached [CLS]),M-IDPG-PHM (hidden injection)" \
@@ -40,7 +29,6 @@ fi
 SETS=(--set plm.model_path=/tmp/minilm)
 for s in "$@"; do SETS+=(--set "$s"); done
 
-source benchmarks/gpu_runs.sh
 pack() { pack_runs glue_ glue_results results/accuracy/glue_*/logs; }
 
 STOP_MIN=$(( (LIMIT - 150) / 60 ))  # a run started later than this would not finish

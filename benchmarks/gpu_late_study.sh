@@ -18,18 +18,9 @@ LIMIT=${1:-540}
 METHODS=${2:-"LPT-NPG;LPT-APPG;LPT-MPPG;Late prompt (plain);Random IPT (late);P-tuning v2;S-IDPG-PHM (late)"}
 START=$(date +%s)
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-C=.devcarry
 PY=${PYTHON:-python3}
-$PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site $C/whl/*.whl || exit 1
-export PYTHONPATH=/tmp/site:$PWD
-mkdir -p /tmp/assets && tar xzf $C/data.tgz -C /tmp/assets || exit 1
-export IPT_ASSETS=/tmp/assets TOKENIZERS_PARALLELISM=false PYTHONUNBUFFERED=1
-mkdir -p /tmp/minilm && cp $C/minilm/*.json $C/minilm/vocab.txt /tmp/minilm/ && $PY - <<'EOF' || exit 1
-from safetensors.torch import load_file, save_file
-sd = load_file(".devcarry/minilm/model_fp16.safetensors")
-save_file({k: v.float() if v.is_floating_point() else v for k, v in sd.items()}, "/tmp/minilm/model.safetensors")
-EOF
-$PY -c "import torch, transformers; print('torch', torch.__version__, 'transformers', transformers.__version__, torch.cuda.get_device_name(0))" || exit 1
+source benchmarks/gpu_runs.sh
+device_setup data.tgz || exit 1
 nvidia-smi --query-gpu=name,memory.used,utilization.gpu --format=csv
 
 # 1. efficiency on the idle GPU (the targets: LPT's step and peak memory <= 0.7x Prompt Tuning's at l = 12);
@@ -45,7 +36,6 @@ echo "efficiency done at $(( $(date +%s) - START )) s"
 }
 
 # 2. the late groups' new rows
-source benchmarks/gpu_runs.sh
 pack() { pack_runs late_ late_results; }
 LEFT=$(( LIMIT - ($(date +%s) - START) ))
 STOP_MIN=$(awk "BEGIN{print ($LEFT - 100) / 60}")  # a run started later than this would not finish

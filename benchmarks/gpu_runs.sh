@@ -28,3 +28,20 @@ wait_runs() {
   done
   $pack
 }
+
+# device_setup DATA_TGZ: OpenPrompt and its missing dependencies from .devcarry/whl (unless SKIP_INSTALL), the data
+# folders unpacked under /tmp/assets (IPT_ASSETS), MiniLM upcast from its fp16 carry to /tmp/minilm; prints the stack
+device_setup() {
+  local C=.devcarry
+  if [ -z "${SKIP_INSTALL:-}" ]; then
+    $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site $C/whl/*.whl || return 1
+    export PYTHONPATH=/tmp/site:$PWD
+  fi
+  mkdir -p /tmp/assets && tar xzf "$C/$1" -C /tmp/assets || return 1
+  export IPT_ASSETS=/tmp/assets TOKENIZERS_PARALLELISM=false PYTHONUNBUFFERED=1
+  mkdir -p /tmp/minilm && cp $C/minilm/*.json $C/minilm/vocab.txt /tmp/minilm/ || return 1
+  $PY -c "from safetensors.torch import load_file, save_file
+sd = load_file('$C/minilm/model_fp16.safetensors')
+save_file({k: v.float() if v.is_floating_point() else v for k, v in sd.items()}, '/tmp/minilm/model.safetensors')" || return 1
+  $PY -c "import torch, transformers; print('torch', torch.__version__, 'transformers', transformers.__version__, 'cuda', torch.cuda.is_available(), torch.cuda.get_device_name(0) if torch.cuda.is_available() else '')"
+}
