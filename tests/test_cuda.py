@@ -137,3 +137,26 @@ def test_runner_trains_checkpoints_and_resumes_on_cuda(tiny_model_dir, tmp_path,
     assert again["test"]["accuracy"] == gpu["test"]["accuracy"]
     saved = json.load(open(run_dir / "metrics.json"))
     assert saved["training"]["mixed_precision"] == precision
+
+
+@pytest.mark.parametrize("case", ["p_tuning_v2-kv", "lpt-mppg"])
+def test_hf_pipeline_predicts_with_the_prompt_on_cuda(bert, case, tmp_path):
+    """Issue #42: ``pipeline("text-classification", model=model.to("cuda"), ...)`` scores with the prompt in
+    place, as the model's own forward on the GPU does."""
+    from transformers import pipeline
+
+    from test_hf_trainer import classifier_from, config_for
+
+    from openprompt_ipt.hf import get_instance_prompt_model
+
+    mlm, tok = bert
+    model = get_instance_prompt_model(classifier_from(mlm, initializer_range=0.2), config_for(case, tmp_path, mlm),
+                                      tokenizer=tok).to(CUDA).eval()
+    assert model.device.type == "cuda"
+    texts = ["the movie was great", "a good film", "terrible movie", "bad film"]
+    rows = pipeline("text-classification", model=model, tokenizer=tok, top_k=None, device=model.device)(texts)
+    with torch.no_grad():
+        probs = model(**to(tok(texts, padding=True, return_tensors="pt"), CUDA)).logits.softmax(-1).cpu()
+    for row, p in zip(rows, probs):
+        got = {d["label"]: d["score"] for d in row}
+        torch.testing.assert_close(torch.tensor([got["LABEL_0"], got["LABEL_1"]]), p, rtol=0, atol=1e-5)
