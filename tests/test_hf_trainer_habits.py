@@ -279,3 +279,31 @@ def test_a_checkpoint_of_another_prompt_config_is_one_line(bert, tmp_path):
         model.load_state_dict(other.state_dict())
     _one_line(e)
     model.load_state_dict(model.state_dict())  # strict: the frozen base is not expected
+
+
+def test_push_to_hub_uploads_what_save_pretrained_writes(bert, tmp_path, monkeypatch):
+    """#42: ``push_to_hub`` follows ``save_pretrained``'s path: the trained tensors and the config, not the frozen
+    base (attribute forwarding would otherwise push the whole base model). The hub is unreachable here, so the
+    client's two calls are recorded instead."""
+    import huggingface_hub
+
+    mlm, tok = bert
+    model = _wrap(classifier_from(mlm), "p_tuning_v2-kv", tmp_path, mlm, tok)
+    calls = {}
+
+    def create_repo(self, repo_id, **kwargs):
+        calls["repo"] = repo_id
+        return huggingface_hub.RepoUrl(f"https://huggingface.co/{repo_id}")
+
+    def upload_folder(self, *, repo_id, folder_path, **kwargs):
+        calls["files"] = sorted(os.listdir(folder_path))
+        calls["sizes"] = {f: os.path.getsize(os.path.join(folder_path, f)) for f in calls["files"]}
+        return "ok"
+
+    monkeypatch.setattr(huggingface_hub.HfApi, "create_repo", create_repo)
+    monkeypatch.setattr(huggingface_hub.HfApi, "upload_folder", upload_folder)
+    assert model.push_to_hub("me/my-prompt") == "ok"
+    assert calls["repo"] == "me/my-prompt"
+    assert calls["files"] == ["instance_prompt_config.json", "model.safetensors"]
+    model.save_pretrained(str(tmp_path / "local"))
+    assert calls["sizes"]["model.safetensors"] == os.path.getsize(tmp_path / "local" / "model.safetensors")

@@ -298,6 +298,20 @@ class InstancePromptModel(nn.Module):
         return out if use_dict else out.to_tuple()
 
     # ---- save / load ------------------------------------------------------------------------------
+    def push_to_hub(self, repo_id: str, commit_message: str = "Upload instance prompt", private: Optional[bool] = None,
+                    token=None, **_ignored):
+        """Upload what ``save_pretrained`` writes (the trained tensors and the config, never the frozen base) to the
+        hub repository ``repo_id``, created if missing, as PEFT's ``push_to_hub`` does; ``from_pretrained(repo_id)``
+        reads it back where the hub is reachable."""
+        from huggingface_hub import HfApi
+
+        api = HfApi(token=token)
+        repo = api.create_repo(repo_id, private=private, exist_ok=True)
+        with tempfile.TemporaryDirectory() as folder:
+            self.save_pretrained(folder)
+            return api.upload_folder(repo_id=getattr(repo, "repo_id", repo_id), folder_path=folder,
+                                     commit_message=commit_message)
+
     def save_pretrained(self, save_directory: str, **_ignored) -> None:
         """The folder ``Trainer.save_model`` writes: ``model.safetensors`` (only what trains, and the config as
         ``CONFIG_KEY``), plus ``instance_prompt_config.json``, a readable copy of the config; both appear at once."""
