@@ -97,3 +97,20 @@ def plm(request, tiny_dir):
 def bert(tiny_dir):
     torch.manual_seed(0)
     return _bert(tiny_dir)
+
+
+@pytest.fixture(autouse=True)
+def fresh_accelerate_state():
+    """accelerate keeps process-wide state, and transformers 4.39's TrainingArguments(bf16=True) exports
+    ACCELERATE_MIXED_PRECISION=bf16 into os.environ: every later Trainer in the process then trained and predicted
+    under bf16 autocast unasked. Each test starts from a clean state and environment, as a new process would."""
+    import sys
+
+    saved = {k: v for k, v in os.environ.items() if k.startswith("ACCELERATE_")}
+    yield
+    for key in [k for k in os.environ if k.startswith("ACCELERATE_")]:
+        del os.environ[key]
+    os.environ.update(saved)
+    state = sys.modules.get("accelerate.state")
+    if state is not None:
+        state.AcceleratorState._reset_state(reset_partial_state=True)
