@@ -9,7 +9,7 @@ from torch import nn
 
 from helpers import batch_for, build_prefix, clone, examples
 from openprompt_ipt import GeneratedPrefixTemplate
-from openprompt_ipt.generators.late import pooling_bins
+from openprompt_ipt.generators.pooling import bin_mask as pooling_bins
 
 KINDS = ("npg", "appg", "mppg", "plain")
 CASES = {

@@ -6,8 +6,8 @@ the layer where the prompt joins (``injection: late``; ``injection/late.py`` put
   over the real tokens (padding excluded) down to t positions; ReLU; Linear(bottleneck, d); dropout;
 * ``plain`` -- t trained vectors, the same for every input (the paper's ablation without a generator).
 
-Pooling follows ``nn.AdaptiveAvgPool1d`` / ``AdaptiveMaxPool1d`` on each example's real tokens: bin j of t covers
-tokens [floor(j*m/t), ceil((j+1)*m/t)) of m. With t > m the bins overlap, so tokens repeat (nothing is padded
+Pooling follows ``nn.AdaptiveAvgPool1d`` / ``AdaptiveMaxPool1d`` on each example's real tokens (``pooling.py``, the
+bins IPT's encoders use): bin j of t covers tokens [floor(j*m/t), ceil((j+1)*m/t)) of m. With t > m the bins overlap, so tokens repeat (nothing is padded
 with zeros); a one-time warning says so.
 """
 from __future__ import annotations
@@ -20,6 +20,7 @@ import torch
 from torch import nn
 
 from .layered import GeneratorContext, LayerPromptGenerator
+from .pooling import bin_mask, pool_to_length
 
 KINDS = ("npg", "appg", "mppg", "plain")
 logger = logging.getLogger(__name__)
@@ -31,18 +32,6 @@ class LPTConfig:
     bottleneck: int = 128         # the authors' down-projection size
     dropout: float = 0.1          # on the generated prompt (RoBERTa's hidden dropout, as the authors)
     init_std: Optional[float] = None  # plain: N(0, init_std); default 1.0, the scale of LayerNorm'd hidden states
-
-
-def pooling_bins(attention_mask: torch.Tensor, t: int) -> torch.Tensor:
-    """(B, t, n) bool: which real tokens fall into each of the t adaptive-pooling bins."""
-    real = attention_mask.bool()
-    m = real.sum(dim=1, keepdim=True)                                  # (B, 1) real tokens
-    rank = (torch.cumsum(real.long(), dim=1) - 1)                      # (B, n) index among the real tokens
-    j = torch.arange(t, device=attention_mask.device).view(1, t, 1)
-    start = torch.div(j * m.unsqueeze(1), t, rounding_mode="floor")    # (B, t, 1)
-    end = -torch.div(-(j + 1) * m.unsqueeze(1), t, rounding_mode="floor")  # ceil
-    r = rank.unsqueeze(1)
-    return real.unsqueeze(1) & (r >= start) & (r < end)
 
 
 class LatePromptGenerator(LayerPromptGenerator):
@@ -107,11 +96,10 @@ class LatePromptGenerator(LayerPromptGenerator):
                            int(short.sum()), t, "Avg" if self.kind == "appg" else "Max")
             self._warned = True
         x = self.down(hidden)                                      # (B, n, m)
-        bins = pooling_bins(attention_mask, t)                     # (B, t, n)
         if self.kind == "appg":
-            weights = bins.to(x.dtype)
-            pooled = weights @ x / weights.sum(-1, keepdim=True).clamp(min=1)
+            pooled = pool_to_length(x, attention_mask, t)
         else:
+            bins = bin_mask(attention_mask, t)                     # (B, t, n)
             scores = x.unsqueeze(1).masked_fill(~bins.unsqueeze(-1), float("-inf"))  # (B, t, n, m)
             pooled = scores.max(dim=2).values
         return self.dropout(self.up(self.act(pooled)))
