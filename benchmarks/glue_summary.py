@@ -6,7 +6,8 @@ Reads the finished runs of glue_mrpc / glue_stsb / glue_qnli / glue_qqp (benchma
 each cell is the group's score (MRPC / QQP mean of accuracy and F1, STS-B mean of Pearson and Spearman,
 QNLI accuracy), mean ± std over the finished seeds, with n; the paper's roberta-large value follows in
 brackets. A second table says, per task, whether the paper's two orderings hold here: S-IDPG-PHM vs Prompt
-Tuning and M-IDPG-PHM vs P-tuning v2 (each needs n >= 2 on both rows, else "n < 2").
+Tuning and M-IDPG-PHM vs P-tuning v2, and LPT's (issue #41): LPT-MPPG vs Prompt Tuning (each needs n >= 2 on both
+rows, else "n < 2"). The LPT row has no paper number (IDPG Table 1 has no LPT row).
 """
 from __future__ import annotations
 
@@ -19,7 +20,8 @@ sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 import accuracy  # noqa: E402
 
 TASKS = [("glue_mrpc", "MRPC"), ("glue_stsb", "STS-B"), ("glue_qnli", "QNLI"), ("glue_qqp", "QQP")]
-ORDERINGS = [("S-IDPG-PHM", "Prompt Tuning (t = 5)"), ("M-IDPG-PHM", "P-tuning v2")]
+ORDERINGS = [("S-IDPG-PHM", "Prompt Tuning (t = 5)"), ("M-IDPG-PHM", "P-tuning v2"),
+             ("LPT-MPPG", "Prompt Tuning (t = 5)")]  # the last: LPT's claim (Liu et al. 2022), issue #41
 
 
 def cell(row) -> str:
@@ -51,7 +53,7 @@ def build(results_root: str) -> str:
         cells = []
         for group_name, _ in TASKS:
             row = tables[group_name][1][m]
-            cells.append(f"{cell(row)} [{row['paper']:.1f}]")
+            cells.append(cell(row) + (f" [{row['paper']:.1f}]" if row.get("paper") is not None else ""))
         lines.append(f"| {m} | " + " | ".join(cells) + " |")
     lines += ["", "| the paper's ordering | " + " | ".join(t for _, t in TASKS) + " |", "|---|" + "---|" * len(TASKS)]
     for method, base in ORDERINGS:

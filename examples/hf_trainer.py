@@ -28,7 +28,7 @@ def quickstart_data(tokenizer, max_train=None, max_length=96):
     from datasets import Dataset
 
     from openprompt_ipt.runner.config import load_config
-    from openprompt_ipt.runner.experiment import load_task
+    from openprompt_ipt.data.prepare import load_task
 
     root = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir)
     cfg = load_config(os.path.join(root, "yamls", "quickstart.yaml"))

@@ -30,7 +30,8 @@ def main(argv=None) -> int:
     try:
         from openprompt_ipt.analysis.sts_cosine import (figure, markdown, pair_cosines, plain_encoder,
                                                         prompted_encoder, top_k_group_counts)
-        from openprompt_ipt.runner.experiment import data_source, paper_method_name
+        from openprompt_ipt.runner.experiment import paper_method_name
+        from openprompt_ipt.data.prepare import data_source
         from openprompt_ipt.runner.plm import load_backbone
         from openprompt_ipt.runner.plotting import write_table_and_plot
         from openprompt_ipt.runner.predict import load_run

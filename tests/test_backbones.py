@@ -8,7 +8,7 @@ import shutil
 import pytest
 
 import openprompt_ipt
-from openprompt_ipt import backbones
+from openprompt_ipt.runner import backbones
 from openprompt_ipt.runner.config import load_config
 from test_predict_and_runs import tiny_model_dir  # noqa: F401  (fixture)
 

@@ -4,7 +4,7 @@ import importlib
 import transformers
 
 import openprompt_ipt  # noqa: F401
-from openprompt_ipt import compat
+from openprompt_ipt.openprompt import compat
 
 
 def test_openprompt_imports_and_removed_names_resolve():
@@ -45,3 +45,21 @@ def test_openprompt_wrapper_tokenises(plm):
     enc = wrapper.tokenize_one_example(pm.template.wrap_one_example(examples(1)[0]), False)
     assert enc["input_ids"][0] == tok.cls_token_id or enc["input_ids"][0] == tok.bos_token_id
     assert enc["loss_ids"].count(1) == 1 and enc["input_ids"][enc["loss_ids"].index(1)] == tok.mask_token_id
+
+
+def test_the_hf_door_alone_can_resume_on_old_transformers():
+    """transformers < 4.47 on torch >= 2.6: the Trainer's resume reads numpy RNG states that ``weights_only`` refuses.
+    Importing the 🤗 door allowlists them, with OpenPrompt never imported (a user of that door only)."""
+    import subprocess
+    import sys
+
+    code = ("import sys, numpy, torch, transformers\n"
+            "from packaging import version\n"
+            "import openprompt_ipt.hf\n"
+            "assert 'openprompt' not in sys.modules\n"
+            "old = version.parse(transformers.__version__).release < (4, 47) and version.parse(torch.__version__).release >= (2, 6)\n"
+            "allowed = numpy.ndarray in torch.serialization.get_safe_globals()\n"
+            "assert allowed == old, (transformers.__version__, allowed)\n"
+            "print('old' if old else 'new')\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-2000:]

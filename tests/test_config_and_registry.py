@@ -177,7 +177,7 @@ def test_every_numeric_key_the_runner_reads_has_a_schema_row():
     from openprompt_ipt.generators.prefix import PrefixConfig
     from openprompt_ipt.runner.config import DEFAULTS
     from openprompt_ipt.runner.schema import SCHEMA
-    from openprompt_ipt.templates.generated_prefix import GeneratedPrefixTemplate
+    from openprompt_ipt.openprompt.templates.generated_prefix import GeneratedPrefixTemplate
 
     wanted = {k for k, v in DEFAULTS.items() if isinstance(v, (int, float))}
     wanted |= {f"{s}.{k}" for s, sec in DEFAULTS.items() if isinstance(sec, dict)

@@ -7,7 +7,7 @@ import pytest
 import yaml
 
 from openprompt_ipt.runner.config import load_config
-from openprompt_ipt.runner.experiment import load_task
+from openprompt_ipt.data.prepare import load_task
 from test_predict_and_runs import load_script, tiny_model_dir  # noqa: F401  (fixture)
 
 TEMPLATE_PAIR = '{"placeholder":"text_a"} ? {"mask"} , {"placeholder":"text_b"}'

@@ -8,7 +8,7 @@ import pytest
 from openprompt_ipt.data import sources
 from openprompt_ipt.data.tasks import TASKS
 from openprompt_ipt.runner.config import load_config
-from openprompt_ipt.runner.experiment import data_source, load_task
+from openprompt_ipt.data.prepare import data_source, load_task
 from test_predict_and_runs import tiny_cfg, tiny_model_dir  # noqa: F401  (fixture)
 from test_tasks import cfg_for, write_task
 

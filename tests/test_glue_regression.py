@@ -121,7 +121,7 @@ def test_stsb_scores_are_scaled_and_checked(tmp_path):
 
 
 def test_qqp_offline_dev_is_carved_from_train_with_a_fixed_seed(tmp_path):
-    from openprompt_ipt.runner.experiment import load_task
+    from openprompt_ipt.data.prepare import load_task
     from test_tasks import cfg_for
 
     header = ["id", "qid1", "qid2", "question1", "question2", "is_duplicate"]
@@ -205,7 +205,7 @@ def similarity_folder(folder, bad_row=None):
 
 
 def test_a_non_numeric_score_in_your_own_file_is_one_line(tmp_path):
-    from openprompt_ipt.runner.experiment import load_task
+    from openprompt_ipt.data.prepare import load_task
 
     folder = similarity_folder(tmp_path / "sim", bad_row="a cat,a dog,very similar")
     cfg = load_config(write_config(tmp_path, {"name": "text_pair_regression", "path": folder,
@@ -313,12 +313,12 @@ def test_aggregate_gains_idpg_table1_average_on_the_papers_scores(tmp_path):
 
 
 def test_few_shot_on_a_regression_task_is_one_line(tmp_path):
-    from openprompt_ipt.runner.protocols import make_splits
+    from openprompt_ipt.data.prepare import prepare_splits
 
     cfg = load_config(write_config(tmp_path, {"name": "stsb"}, protocol={"name": "few_shot", "k": 4}))
     with pytest.raises(ValueError, match=r"^protocol few_shot samples K examples per label, and stsb is a regression "
                                          r"task \(no labels\): use protocol.name: low_resource"):
-        make_splits(cfg, str(tmp_path))
+        prepare_splits(cfg, str(tmp_path))
 
 
 # ---------------------------------------------------------------------- IDPG §4.5.5 cosine analysis

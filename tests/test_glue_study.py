@@ -9,7 +9,7 @@ import yaml
 
 ROOT = os.path.join(os.path.dirname(__file__), "..")
 TASKS = {"mrpc": "acc_and_f1", "stsb": "pearson_spearman", "qnli": "accuracy", "qqp": "acc_and_f1"}
-ROWS = ["Prompt Tuning (t = 5)", "P-tuning v2", "S-IDPG-PHM", "M-IDPG-PHM", "Fine-tuning"]
+ROWS = ["Prompt Tuning (t = 5)", "P-tuning v2", "S-IDPG-PHM", "M-IDPG-PHM", "Fine-tuning", "LPT-MPPG"]  # LPT: issue #41
 
 
 def _accuracy():
@@ -30,6 +30,9 @@ def test_glue_groups_run_their_task_select_on_its_score_and_share_one_budget():
         assert [m["label"] for m in group["methods"]] == ROWS
         bases = {m["label"]: m.get("base") for m in group["methods"]}
         assert bases["S-IDPG-PHM"] == "Prompt Tuning (t = 5)" and bases["M-IDPG-PHM"] == "P-tuning v2"
+        assert bases["LPT-MPPG"] == "Prompt Tuning (t = 5)"
+        lpt = load_config(os.path.join(ROOT, group["methods"][-1]["yaml"]))["generated_prefix"]
+        assert (lpt["generator"], lpt["injection"], lpt["late_layer"], lpt["lpt"]["kind"]) == ("lpt", "late", 3, "mppg")
         for m in group["methods"]:
             cfg = load_config(os.path.join(ROOT, m["yaml"]), m["set"])
             assert cfg["dataset"]["name"] == task and cfg["train"]["metric"] == score, m["yaml"]
@@ -62,9 +65,10 @@ def test_glue_group_paper_column_is_idpg_table_1():
     """The paper column holds IDPG Table 1's roberta-large numbers (a few cells checked by hand)."""
     with open(os.path.join(ROOT, "benchmarks", "accuracy_groups.yaml")) as f:
         groups = yaml.safe_load(f)
-    paper = {(g, m["label"]): m["paper"] for g in groups if g.startswith("glue_") for m in groups[g]["methods"]}
+    paper = {(g, m["label"]): m.get("paper") for g in groups if g.startswith("glue_") for m in groups[g]["methods"]}
     assert paper[("glue_mrpc", "M-IDPG-PHM")] == 92.3 and paper[("glue_stsb", "Fine-tuning")] == 92.2
     assert paper[("glue_qnli", "P-tuning v2")] == 92.9 and paper[("glue_qqp", "Prompt Tuning (t = 5)")] == 81.6
+    assert paper[("glue_mrpc", "LPT-MPPG")] is None  # not IDPG's row: no number is borrowed for it
 
 
 def test_glue_summary_puts_each_score_beside_the_paper_and_judges_the_orderings(tmp_path):
@@ -92,3 +96,4 @@ def test_glue_summary_puts_each_score_beside_the_paper_and_judges_the_orderings(
     assert rows["M-IDPG-PHM > P-tuning v2"][2] == "+6.0 (holds)"
     assert rows["S-IDPG-PHM > Prompt Tuning (t = 5)"][2] == "-1.0 (within one std)"
     assert rows["M-IDPG-PHM > P-tuning v2"][1] == "not run"
+    assert rows["LPT-MPPG"][2] == "–" and rows["LPT-MPPG > Prompt Tuning (t = 5)"][2] == "not run"

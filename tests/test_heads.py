@@ -13,7 +13,7 @@ from helpers import TEXT, batch_for, clone, examples
 from openprompt_ipt import GeneratedPrefixTemplate, InstanceWiseTemplate
 from openprompt_ipt.runner.config import load_config
 from openprompt_ipt.runner.experiment import build_model
-from openprompt_ipt.verbalizers import ClsHeadVerbalizer
+from openprompt_ipt.openprompt.verbalizers import ClsHeadVerbalizer
 
 
 def test_cls_head_reads_the_first_token_state_only(plm):

@@ -125,7 +125,7 @@ def test_combine_add_puts_g_of_x_onto_the_task_prompt(bert):
     assert pm.template.n_prefix == 3 and pm.template.prompt_position_names()[0] == "task + instance 1"
     batch = batch_for(pm, tok, examples(4))
     pm.eval()
-    from openprompt_ipt.batch import content_mask
+    from openprompt_ipt.injection.batch import content_mask
 
     g = pm.template.generator(batch["input_ids"], content_mask(batch, "instance_token_ids"), batch["attention_mask"])
     vectors = pm.template.prompt_vectors(batch)

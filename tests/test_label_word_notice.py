@@ -7,7 +7,7 @@ import warnings
 from openprompt.prompts import SoftVerbalizer, load_verbalizer
 from yacs.config import CfgNode
 
-from openprompt_ipt.label_word_notice import OPENPROMPT_MESSAGE
+from openprompt_ipt.openprompt.label_word_notice import OPENPROMPT_MESSAGE
 
 TOPICS = [[w] for w in "the a an is was it not no yes maybe question".split()]  # 11 classes, one word each
 

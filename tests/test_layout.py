@@ -10,7 +10,7 @@ import openprompt_ipt
 
 PACKAGE = pathlib.Path(openprompt_ipt.__file__).parent
 # runner modules that once lived at the package root (openprompt_ipt.config, ...)
-MOVED = ("config", "experiment", "runs", "sweep", "aggregate", "plotting", "plm", "predict", "protocols")
+MOVED = ("config", "experiment", "runs", "sweep", "aggregate", "plotting", "plm", "predict")
 
 
 @pytest.mark.parametrize("name", MOVED)
@@ -24,7 +24,7 @@ def test_runner_modules_live_only_in_the_runner(name):
 
 def test_research_code_does_not_import_the_runner():
     """templates / generators / injection say what a prompt is; they must not reach into the runner."""
-    for folder in ("templates", "generators", "injection"):
+    for folder in ("openprompt/templates", "generators", "injection"):
         for path in (PACKAGE / folder).rglob("*.py"):
             for node in ast.walk(ast.parse(path.read_text())):
                 if isinstance(node, ast.ImportFrom):
@@ -77,16 +77,41 @@ def test_no_import_circles(scope):
 def test_the_two_doors_share_the_prompt_code_and_not_each_other():
     """generators / injection / prompting are host-free; the templates and the 🤗 door both build on prompting and
     never import each other (nor OpenPrompt, for the 🤗 door)."""
-    for folder, banned in (("generators", ("templates", "hf", "prompting", "runner")),
-                           ("injection", ("templates", "hf", "prompting", "runner", "generators")),
-                           ("prompting", ("templates", "hf", "runner")),
-                           ("hf", ("templates", "openprompt_registry")),
-                           ("templates", ("hf",))):
+    for folder, banned in (("generators", ("openprompt", "hf", "prompting", "runner")),
+                           ("injection", ("openprompt", "hf", "prompting", "runner", "generators")),
+                           ("prompting", ("openprompt", "hf", "runner")),
+                           ("hf", ("openprompt",)),
+                           ("openprompt", ("hf",))):
         for path in (PACKAGE / folder).rglob("*.py"):
             _, imported = _imports(path)
             for module in imported:
                 assert module.split(".")[1] not in banned, (path, module)
             for node in ast.walk(ast.parse(path.read_text())):
-                if folder in ("hf", "prompting", "generators", "injection") and isinstance(node, (ast.Import, ast.ImportFrom)):
+                if folder in ("hf", "prompting", "generators", "injection") and (
+                        isinstance(node, ast.Import) or isinstance(node, ast.ImportFrom) and not node.level):
                     names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
                     assert not any(n.split(".")[0] == "openprompt" for n in names), (path, names)
+
+
+def test_each_door_is_one_folder():
+    """The package root holds only the shared leaves; each host's code is one folder (openprompt/, hf/), and the
+    small helpers live in the layer they serve (issue #44)."""
+    root_modules = {p.stem for p in PACKAGE.glob("*.py")}
+    assert root_modules == {"__init__", "__main__", "serialization", "shapes", "config_files"}, root_modules
+    door = PACKAGE / "openprompt"
+    for part in ("templates", "verbalizers", "registry.py", "hook.py", "compat.py", "cli.py", "param_groups.py"):
+        assert (door / part).exists(), part
+    import openprompt_ipt.openprompt.templates as templates
+
+    assert templates.InstanceWiseTemplate is openprompt_ipt.InstanceWiseTemplate
+
+
+def test_data_is_prepared_in_one_call_in_data():
+    """The splits, caps and protocols live in data/ (issue #44); the runner asks data/prepare.py once."""
+    from openprompt_ipt.data import prepare
+
+    assert not (PACKAGE / "runner" / "protocols").exists()
+    for name in ("load_task", "stratified_split", "held_out_split", "cap_examples", "random_split"):
+        assert not hasattr(importlib.import_module("openprompt_ipt.runner.experiment"), name), name
+    source = (PACKAGE / "runner" / "experiment.py").read_text() + (PACKAGE / "runner" / "runs.py").read_text()
+    assert source.count("prepare_splits(") == 2 and callable(prepare.prepare_splits)

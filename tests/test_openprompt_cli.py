@@ -1,4 +1,4 @@
-"""``python -m openprompt_ipt.cli``: OpenPrompt's experiments/cli.py command line and an unchanged
+"""``python -m openprompt_ipt.openprompt.cli``: OpenPrompt's experiments/cli.py command line and an unchanged
 yamls/openprompt/ file, trained by OpenPrompt's own ClassificationRunner on a tiny BERT, on the CPU
 although the command line asks for a GPU (#29). No network: HF_HUB_OFFLINE=1."""
 import os
@@ -17,7 +17,7 @@ YAML = os.path.join(ROOT, "yamls", "openprompt", "cb_instance_wise.yaml")
 def test_openprompt_command_line_runs_our_yaml_on_the_cpu(tiny_model_dir, tmp_path):
     write_task(tmp_path / "assets", "cb")
     logs = tmp_path / "logs"  # does not exist: OpenPrompt's script refuses that
-    cmd = [sys.executable, "-m", "openprompt_ipt.cli", "--config_yaml", YAML, "--data-root", str(tmp_path / "assets"),
+    cmd = [sys.executable, "-m", "openprompt_ipt.openprompt.cli", "--config_yaml", YAML, "--data-root", str(tmp_path / "assets"),
            "--plm.model_path", tiny_model_dir, "--train.num_epochs", "1", "--environment.num_gpus", "1",
            "--logging.path_base", str(logs), "--dataloader.max_seq_length", "24"]  # truncates: head would crash
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": ROOT, "CUDA_VISIBLE_DEVICES": ""}
@@ -33,7 +33,7 @@ def test_openprompt_command_line_runs_our_yaml_on_the_cpu(tiny_model_dir, tmp_pa
 
 
 def test_openprompt_command_line_refuses_a_mismatched_model_name_in_one_line(tiny_model_dir, tmp_path):
-    cmd = [sys.executable, "-m", "openprompt_ipt.cli", "--config_yaml", YAML, "--data-root", str(tmp_path),
+    cmd = [sys.executable, "-m", "openprompt_ipt.openprompt.cli", "--config_yaml", YAML, "--data-root", str(tmp_path),
            "--plm.model_name", "roberta", "--plm.model_path", tiny_model_dir, "--logging.path_base", str(tmp_path)]
     write_task(tmp_path, "cb")
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": ROOT}

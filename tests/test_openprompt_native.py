@@ -222,7 +222,7 @@ def test_user_yaml_merges_onto_openprompt_defaults(bert, tmp_path, template_name
 
 
 def test_registration_is_idempotent_and_keeps_the_flags():
-    import openprompt_ipt.openprompt_registry as registry
+    import openprompt_ipt.openprompt.registry as registry
     from openprompt.config import get_default_config
 
     registry.register()
@@ -255,7 +255,7 @@ def test_prompt_data_loader_keeps_our_flag_without_warning(bert, caplog):
 def test_a_batch_without_the_flag_warns(bert):
     """A hand-built batch without the content flag used to fall back to the attention mask silently."""
     from openprompt_ipt import InstanceWiseTemplate
-    from openprompt_ipt.batch import MissingContentFlagWarning
+    from openprompt_ipt.injection.batch import MissingContentFlagWarning
 
     model, tok = bert
     template = InstanceWiseTemplate(model, tok, text=TEXT, strategy="random", prompt_length=2)
@@ -338,7 +338,7 @@ def test_tutorial_1_2_optimizers_leave_the_template_untrained_and_say_so(backbon
     from openprompt.prompts import SoftVerbalizer
 
     from openprompt_ipt import optimizer_groups
-    from openprompt_ipt.templates.persistence import TemplateNotTrainedWarning
+    from openprompt_ipt.openprompt.templates.persistence import TemplateNotTrainedWarning
 
     def run(extra_groups):
         prompt_model, template, loader = tutorial_model(backbones, variant, SoftVerbalizer)
@@ -396,8 +396,8 @@ def test_optimizer_groups_cover_each_trainable_parameter_once(backbones):
 def test_template_that_never_updates_warns_after_many_training_passes(bert):
     import warnings
 
-    from openprompt_ipt.templates import persistence
-    from openprompt_ipt.templates.persistence import TemplateNotTrainedWarning
+    from openprompt_ipt.openprompt.templates import persistence
+    from openprompt_ipt.openprompt.templates.persistence import TemplateNotTrainedWarning
     from helpers import batch_for, build, clone
 
     model, tok = bert

@@ -89,7 +89,8 @@ def test_missing_library_names_the_install_command(tmp_path, monkeypatch, capsys
 @pytest.mark.parametrize("method", ["adapter", "compacter", "lora"])
 def test_peer_trains_only_its_modules_through_our_runner(tmp_path, method):
     pytest.importorskip(LIBRARY[method])
-    from openprompt_ipt.runner.experiment import build_model, load_task, run_experiment
+    from openprompt_ipt.runner.experiment import build_model, run_experiment
+    from openprompt_ipt.data.prepare import load_task
     from openprompt_ipt.training.optim import build_optimizers
 
     cfg = load_config(_cfg(tmp_path, {"method": method}))
@@ -124,7 +125,7 @@ def test_peer_changes_the_output_and_the_backbone_stays_put(tmp_path, method):
     """One optimizer step moves the peer's weights and the logits; the backbone's own weights do not move."""
     pytest.importorskip(LIBRARY[method])
     from openprompt_ipt.data import encode_examples, make_loader
-    from openprompt_ipt.runner.experiment import load_task
+    from openprompt_ipt.data.prepare import load_task
     from openprompt_ipt.training.optim import build_optimizers
 
     cfg = load_config(_cfg(tmp_path, {"method": method}))
@@ -157,7 +158,7 @@ def test_peer_refuses_a_prompt_template_and_a_trainable_backbone(tmp_path):
 
 def test_bottleneck_that_does_not_divide_the_hidden_size_is_refused(tmp_path):
     pytest.importorskip("adapters")
-    from openprompt_ipt.runner.experiment import load_task
+    from openprompt_ipt.data.prepare import load_task
 
     cfg = load_config(_cfg(tmp_path, {"method": "compacter", "phm_dim": 3}))
     train, _, _, labels = load_task(cfg, str(tmp_path))

@@ -10,7 +10,8 @@ from openprompt.data_utils import InputExample
 
 from openprompt_ipt.runner.aggregate import aggregate
 from openprompt_ipt.runner.config import load_config
-from openprompt_ipt.runner.protocols import cv_folds, few_shot_splits, make_splits, sample_per_label, low_resource_splits
+from openprompt_ipt.data.prepare import prepare_splits
+from openprompt_ipt.data.protocols import cv_folds, few_shot_splits, sample_per_label, low_resource_splits
 from openprompt_ipt.runner.runs import mean_std, run_seeds
 from openprompt_ipt.runner.sweep import apply_point, expand_grid, point_name, select_best
 

@@ -58,7 +58,7 @@ def test_the_hf_door_names_a_truncated_weights_file_and_a_config_that_is_not_an_
 
 
 def test_openprompt_cli_reads_a_null_keys_value_and_its_help_names_data_root(tmp_path, capsys):
-    import openprompt_ipt.cli as cli
+    import openprompt_ipt.openprompt.cli as cli
 
     yaml_path = os.path.join(os.path.dirname(__file__), "..", "yamls", "openprompt", "cb_instance_wise.yaml")
     assert cli.main(["--help"]) == 0
@@ -91,7 +91,7 @@ def test_predict_does_not_warn_about_an_mlm_head_its_run_never_reads(tmp_path, c
     from conftest import _bert
     from test_predict_and_runs import tiny_cfg
 
-    from openprompt_ipt import backbones
+    from openprompt_ipt.runner import backbones
     from openprompt_ipt.runner.experiment import run_experiment
     from openprompt_ipt.runner.predict import load_run
 

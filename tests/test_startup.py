@@ -74,7 +74,7 @@ print(json.dumps({{"light": light, "templates": sorted(k for k in ("instance_wis
                    "keys": True, "lazy": True, "dir": True}
 
 
-@pytest.mark.parametrize("first", ["openprompt_ipt.templates", "openprompt_ipt.verbalizers"])
+@pytest.mark.parametrize("first", ["openprompt_ipt.openprompt.templates", "openprompt_ipt.openprompt.verbalizers"])
 def test_registration_when_our_package_imports_openprompt_first(tmp_path, first):
     """The package being imported is what imports OpenPrompt: it is registered once it has finished."""
     code = f"""

@@ -8,7 +8,9 @@ import pytest
 
 from openprompt_ipt.runner.config import DEFAULTS
 from openprompt_ipt.data import TASKS, get_task
-from openprompt_ipt.runner.experiment import cap_examples, check_label_words, held_out_split, load_task
+from openprompt_ipt.runner.experiment import check_label_words
+from openprompt_ipt.data.prepare import load_task
+from openprompt_ipt.data.splits import cap_examples, held_out_split
 from openprompt_ipt.training import answer_metrics
 
 
@@ -325,7 +327,7 @@ def test_backbone_hub_name_goes_to_from_pretrained(monkeypatch):
 
     from openprompt_ipt.runner.plm import load_backbone
 
-    from openprompt_ipt import backbones
+    from openprompt_ipt.runner import backbones
 
     seen = []
     monkeypatch.setattr(backbones, "_hub_reachable", lambda: True)  # as online; the fakes below never connect

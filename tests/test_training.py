@@ -6,7 +6,7 @@ import torch
 
 from helpers import build, examples
 from openprompt_ipt.data import collate, encode_examples, load_cb, make_loader
-from openprompt_ipt.runner.experiment import stratified_split
+from openprompt_ipt.data.splits import stratified_split
 from openprompt_ipt.training import TrainConfig, Trainer, evaluate
 
 

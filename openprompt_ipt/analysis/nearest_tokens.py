@@ -17,7 +17,7 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 import torch
 
-from ..batch import field
+from ..injection.batch import field
 
 INPUT_SPACE_ERROR = ("nearest-token analysis needs prompts in the input embedding space "
                      "(template instance_wise, or generated_prefix with injection: input)")

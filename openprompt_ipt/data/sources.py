@@ -21,7 +21,7 @@ import os
 from dataclasses import dataclass
 from typing import Optional
 
-from ..hub import hub_online  # noqa: F401  (tests replace sources.hub_online)
+from .hub import hub_online  # noqa: F401  (tests replace sources.hub_online)
 
 DEFAULT_DATA_ROOT = os.path.join("..", "shared", "assets")
 FIX = "set --data-root / IPT_ASSETS to a folder holding it, or dataset.path to the task folder"

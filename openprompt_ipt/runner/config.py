@@ -185,7 +185,7 @@ def load_config(path: str, overrides: Iterable[str] = (), notes: List[str] | Non
     from .template_text import check_template_text
 
     check_template_text(config)  # a text_b placeholder on a one-text dataset; a pair's text_b never used
-    from ..backbones import check_model_name  # a local checkpoint's config.json is read here; a hub one at load
+    from .backbones import check_model_name  # a local checkpoint's config.json is read here; a hub one at load
 
     check_model_name(config["plm"]["model_name"], config["plm"]["model_path"])
     check_sweep(config, sweep)

@@ -1,19 +1,13 @@
-"""One configuration end to end: data -> PLM -> template/verbalizer (via OpenPrompt's registry)
--> train with best-on-dev selection -> report on a split not used for selection.
-
-Protocol (per task in ``docs/data.md``): each task names the labelled split reported as test
-(SuperGLUE and SST-2: the official validation set; IMDB, AG News, MR/CR/MPQA/Subj: test). The dev
-set that picks the best epoch is the task's own dev split where the source has one (IMDB), else a
-seeded, label-stratified part of train (``dataset.dev_from_train``; whole paragraphs for MultiRC).
+"""One configuration end to end: data (one call: ``data/prepare.py``) -> PLM -> template/verbalizer (via
+OpenPrompt's registry) -> train with best-on-dev selection -> report on a split not used for selection.
 """
 from __future__ import annotations
 
 import json
 import math
 import os
-import random
 import time
-from typing import Dict, List, Sequence
+from typing import Dict
 
 import torch
 
@@ -23,145 +17,12 @@ from .config import CLASSIFYING_KEYS, DEFAULTS, check_head  # noqa: F401  (re-ex
 from .peer_config import LABELS as PEER_LABELS
 
 
-def resolve_data_path(path: str, root: str) -> str:
-    """A path relative to the data root if it exists there; otherwise as given (a dir or a hub name)."""
-    candidate = os.path.join(root, path)
-    return candidate if not os.path.isabs(path) and os.path.isdir(candidate) else path
-
-
-def stratified_split(examples: Sequence, fraction: float, seed: int):
-    """(train, dev): ``fraction`` of each label's examples go to dev, chosen by ``seed``."""
-    if not 0.0 < fraction < 1.0:
-        raise ValueError(f"dataset.dev_from_train must be in (0, 1), got {fraction}")
-    by_label: Dict[int, List] = {}
-    for ex in examples:
-        by_label.setdefault(ex.label, []).append(ex)
-    rng = random.Random(seed)
-    train, dev = [], []
-    for label in sorted(by_label, key=str):
-        group = by_label[label][:]
-        rng.shuffle(group)
-        n_dev = max(1, round(len(group) * fraction)) if len(group) > 1 else 0
-        dev += group[:n_dev]
-        train += group[n_dev:]
-    rng.shuffle(train)
-    return train, dev
-
-
-def random_split(examples: Sequence, fraction: float, seed: int):
-    """(train, dev): a seeded random ``fraction`` to dev (regression scores have no classes to balance)."""
-    if not 0.0 < fraction < 1.0:
-        raise ValueError(f"dataset.dev_from_train must be in (0, 1), got {fraction}")
-    items = list(examples)
-    random.Random(seed).shuffle(items)
-    n_dev = max(1, round(len(items) * fraction)) if len(items) > 1 else 0
-    return items[n_dev:], items[:n_dev]
-
-
 def epochs_for_steps(max_steps: int, batches_per_epoch: int, accumulation: int = 1) -> int:
     """``train.max_steps`` optimizer steps as whole epochs, rounded up (at least one)."""
     if int(max_steps) < 1:
         raise ValueError(f"train.max_steps must be a positive integer (got {max_steps!r}); null trains train.epochs")
     per_epoch = max(1, math.ceil(batches_per_epoch / max(1, int(accumulation))))
     return max(1, math.ceil(int(max_steps) / per_epoch))
-
-
-def _group_of(example):
-    """The unit that must stay on one side of a split: a MultiRC paragraph, else the example itself."""
-    meta = getattr(example, "meta", None) or {}
-    return meta.get("paragraph")
-
-
-def held_out_split(examples: Sequence, fraction: float, seed: int):
-    """(rest, held_out): label-stratified by ``seed``; for answer-level tasks (MultiRC) whole
-    paragraphs go to one side, so no question is split across train and dev."""
-    if isinstance(examples[0].label, float):  # regression scores: no classes to stratify by
-        return random_split(examples, fraction, seed)
-    if _group_of(examples[0]) is None:
-        return stratified_split(examples, fraction, seed)
-    if not 0.0 < fraction < 1.0:
-        raise ValueError(f"held-out fraction must be in (0, 1), got {fraction}")
-    groups: Dict[str, List] = {}
-    for ex in examples:
-        groups.setdefault(_group_of(ex), []).append(ex)
-    keys = sorted(groups)
-    random.Random(seed).shuffle(keys)
-    n_held = max(1, round(len(keys) * fraction)) if len(keys) > 1 else 0
-    held = [ex for k in keys[:n_held] for ex in groups[k]]
-    rest = [ex for k in keys[n_held:] for ex in groups[k]]
-    return rest, held
-
-
-def cap_examples(examples: Sequence, limit, seed: int) -> List:
-    """At most ``limit`` examples, a seeded random choice (whole MultiRC questions), in source order."""
-    if not limit or len(examples) <= int(limit):
-        return list(examples)
-    limit = int(limit)
-    units: Dict[str, List[int]] = {}
-    for i, ex in enumerate(examples):
-        meta = getattr(ex, "meta", None) or {}
-        units.setdefault(meta.get("group", str(i)), []).append(i)
-    keys = list(units)
-    random.Random(seed).shuffle(keys)
-    chosen: List[int] = []
-    for k in keys:
-        if chosen and len(chosen) + len(units[k]) > limit:
-            continue
-        chosen += units[k]
-        if len(chosen) >= limit:
-            break
-    return [examples[i] for i in sorted(chosen)]
-
-
-def data_source(cfg: Dict, root: str | None = None):
-    """Where ``cfg``'s data comes from (``data/sources.py``: path, data root, installed copy, hub)."""
-    from ..data.sources import locate
-    from ..data.lookup import get_task
-
-    return locate(get_task(cfg["dataset"]["name"], cfg["dataset"]), cfg["dataset"], root)
-
-
-def load_task(cfg: Dict, root: str | None, source=None):
-    """(train, dev, test, label names) under the protocol of ``docs/data.md``:
-    dev = the task's own dev split where the source has one, else ``dev_from_train`` of train;
-    test = the task's reported split; with ``train_from`` = that split (BoolQ offline),
-    ``test_from_train`` of it is held out as test first. ``source``: a ``data_source`` already found."""
-    from ..data.lookup import get_task
-    from ..data.tasks import SPLIT_ALIASES
-
-    ds, seed = cfg["dataset"], cfg["seed"]
-    task = get_task(ds["name"], ds)
-    path = (source or data_source(cfg, root)).path
-    hub_name = ds.get("hub_name")
-    train_split = SPLIT_ALIASES.get(ds.get("train_from") or "train", ds.get("train_from") or "train")
-    if not task.has_split(path, train_split, hub_name):
-        hint = (" (no train split offline: set dataset.train_from: validation, see docs/data.md)"
-                if task.has_split(path, task.test_split, hub_name) else "")
-        raise FileNotFoundError(f"{task.name} has no '{train_split}' split at '{path}'{hint}: "
-                                "set dataset.path, --data-root or IPT_ASSETS")
-    full_train = task.load(path, train_split, hub_name)
-    if train_split == task.test_split:
-        if not ds.get("test_from_train"):
-            raise ValueError(f"dataset.train_from: {train_split} is the split {task.name} reports as test: "
-                             "set dataset.test_from_train (e.g. 0.3) to hold part of it out as test")
-        full_train, test = held_out_split(full_train, float(ds["test_from_train"]), seed)
-    else:
-        test = task.load(path, task.test_split, hub_name)
-    separate_dev = task.dev_split and task.dev_split != train_split and task.has_split(path, task.dev_split, hub_name)
-    if separate_dev:
-        train = cap_examples(full_train, ds.get("max_train"), seed)
-        dev = task.load(path, task.dev_split, hub_name)
-    else:
-        full_train = cap_examples(full_train, ds.get("max_train"), seed)
-        train, dev = held_out_split(full_train, float(ds["dev_from_train"]), seed)
-    dev = cap_examples(dev, ds.get("max_eval"), seed)
-    test = cap_examples(test, ds.get("max_eval"), seed)
-    for name, exs in (("train", train), ("dev", dev), ("test", test)):
-        if not exs:
-            raise ValueError(f"the {name} split of {task.name} is empty: check dataset.max_train / "
-                             "dev_from_train / test_from_train")
-    return train, dev, test, list(task.labels)
-
 
 
 def strategy_of(cfg: Dict) -> str:
@@ -239,12 +100,13 @@ def encoder_start(cfg: Dict) -> Dict | None:
 def run_experiment(cfg: Dict, root: str | None = None, output_dir: str | None = None,
                    show_progress: bool = True, splits=None, resume: bool = False,
                    build=None, method: str | None = None) -> Dict:
-    """``splits`` = (train, dev, test, labels) from a protocol (``openprompt_ipt.protocols``); default
-    ``load_task`` (the full-data protocol). ``resume``: continue from the newest checkpoint in
+    """``splits`` = (train, dev, test, labels) already prepared; default ``data.prepare.prepare_splits`` (the
+    configuration's protocol). ``resume``: continue from the newest checkpoint in
     ``output_dir`` (same config required). ``build``: a ``build_model``-like callable, so a peer method
     (PEFT, ``benchmarks/peft_run.py``) gets the same data, loop, selection and report; ``method``
     names it in the result (default: from the config)."""
     from ..data import encode_examples, get_task, make_loader
+    from ..data.prepare import prepare_splits
     from ..data.tasks import SPLIT_ALIASES
     from ..injection import max_positions
     from ..training import Runtime, TrainConfig, Trainer, evaluate, set_seed
@@ -270,10 +132,10 @@ def run_experiment(cfg: Dict, root: str | None = None, output_dir: str | None = 
     if not task.regression:
         check_label_words(cfg, task.labels)
     if build is None and not (cfg.get("peer") or {}).get("method"):
-        from ..backbones import ensure_available  # offline without the backbone: one line before the data loads
+        from .backbones import ensure_available  # offline without the backbone: one line before the data loads
 
         ensure_available(cfg["plm"]["model_path"])
-    train, dev, test, labels = splits if splits is not None else load_task(cfg, root)
+    train, dev, test, labels = splits if splits is not None else prepare_splits(cfg, root).as_tuple()
     if build is None and (cfg.get("peer") or {}).get("method"):  # a `peer:` section: Adapter, Compacter, LoRA
         from .peers import build_peer as build
     n_outputs = 1 if task.regression else len(labels)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Dict
 
-INSTALL = 'pip install -e ".[peers]"  (adapters 1.3 pins transformers 4.57: use a venv of its own, README)'
+INSTALL = 'pip install -e ".[peers]"  (adapters 1.3 pins transformers 4.57: use a venv of its own, docs/methods.md: Peer methods)'
 # method -> (library, its options with our defaults); the defaults are the IDPG A.1.2 settings
 # (m = 16, n = 4) and Hu et al.'s LoRA on the query and value projections.
 METHODS: Dict[str, tuple] = {

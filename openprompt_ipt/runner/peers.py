@@ -8,7 +8,7 @@ only inserts its modules into the frozen backbone. For the optimizer and the cou
 are the method's ("prompt") group at ``train.lr_prompt``; the backbone's own weights stay frozen.
 
 ``adapters`` 1.3 pins transformers ~=4.57.6, so both libraries come as the ``peers`` extra in a venv of
-their own (README: "Peer methods").
+their own (docs/methods.md: "Peer methods").
 """
 from __future__ import annotations
 

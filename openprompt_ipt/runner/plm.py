@@ -1,4 +1,4 @@
-"""The runner's view of a backbone (loading: ``openprompt_ipt/backbones.py``), and ``skip_mlm_head``
+"""The runner's view of a backbone (loading: ``backbones.py``), and ``skip_mlm_head``
 for heads that read hidden states only."""
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import Optional, Tuple
 
 from torch import nn
 
-from ..backbones import OFFLINE_BACKBONE, backbone_path  # noqa: F401  (the public loader: openprompt_ipt.load_backbone)
+from .backbones import OFFLINE_BACKBONE, backbone_path  # noqa: F401  (the public loader: openprompt_ipt.load_backbone)
 
 resolve_backbone = backbone_path  # the name this module had before the top-level API
 
@@ -19,7 +19,7 @@ def load_backbone(name_or_path: str, model_name: Optional[str] = None,
     """(model, tokenizer, OpenPrompt tokenizer-wrapper class) for a masked LM (``openprompt_ipt.load_backbone``
     without the model config); ``verbalizer``: the run's, so an untrained MLM head is only mentioned where
     the verbalizer reads it."""
-    from ..backbones import load_backbone as load
+    from .backbones import load_backbone as load
 
     model, tokenizer, _, wrapper_class = load(name_or_path, model_name=model_name,
                                               warn_untrained_head=verbalizer not in TRAINED_HEADS)

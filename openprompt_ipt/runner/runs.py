@@ -15,8 +15,10 @@ import math
 import os
 from typing import Callable, Dict, List, Optional, Sequence
 
-from .protocols import Splits, cv_folds, label_result, make_splits
+from ..data.prepare import Splits, prepare_splits
+from ..data.protocols import cv_folds
 from ..serialization import write_text_atomic
+from .selection import label_result
 from .sweep import apply_point, expand_grid, point_name, select_best
 
 TrainFn = Callable[[Dict, Splits, Optional[str], bool], Dict]
@@ -159,7 +161,7 @@ def _run_seeds(cfg, name, top, seeds, root, train_fn, show_progress, resume, ove
     for seed in seeds:  # every seed's data first: a bad protocol (K too large) fails before any run is written
         scfg = copy.deepcopy(cfg)
         scfg["seed"] = int(seed)
-        plans.append((scfg, make_splits(scfg, root)))
+        plans.append((scfg, prepare_splits(scfg, root)))
     if overwrite and taken and int(os.environ.get("RANK", "0")) == 0:
         clear_runs(taken + [os.path.join(top, "summary.json")])  # the old group's summary goes with its runs
         print(f"--overwrite: removed the previous run{'s' if len(taken) > 1 else ''} in {', '.join(taken)}", flush=True)

@@ -59,7 +59,7 @@ def check_model_name(model_name: Optional[str], name_or_path: str, model_type: O
 
 
 def _hub_reachable() -> bool:
-    from .hub import hub_online
+    from ..data.hub import hub_online
 
     return hub_online()
 

@@ -1,5 +1,5 @@
 """Make our templates first-class citizens of OpenPrompt's own pipeline (issue #21). ``register_ready``
-runs when OpenPrompt, or our templates / verbalizers package, has been imported (``openprompt_hook``:
+runs when OpenPrompt, or our templates / verbalizers package, has been imported (``hook.py``:
 not when ``openprompt_ipt`` is, which must stay fast); ``register()`` does everything at once. Every
 step is idempotent.
 
@@ -125,7 +125,7 @@ def register() -> None:
 
 
 # our packages OpenPrompt finds by name -> what registers them
-_PACKAGES = {"openprompt_ipt.templates": register_templates, "openprompt_ipt.verbalizers": register_verbalizers}
+_PACKAGES = {"openprompt_ipt.openprompt.templates": register_templates, "openprompt_ipt.openprompt.verbalizers": register_verbalizers}
 
 
 def register_ready(finished: Collection[str]) -> None:

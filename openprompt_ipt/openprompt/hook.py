@@ -6,7 +6,7 @@ meta-path finder in front of the import system that wraps the loaders of ``openp
 packages OpenPrompt finds by name (``WATCHED``):
 
 * before OpenPrompt's own code runs: ``compat.apply()`` (it cannot import on new transformers without);
-* after OpenPrompt, or one of our packages, has run: ``openprompt_registry.register_ready``
+* after OpenPrompt, or one of our packages, has run: ``registry.register_ready``
   registers whatever is complete. A package still being imported (it is what imported OpenPrompt)
   is registered when it finishes, so ``import openprompt_ipt`` then ``from openprompt.prompts import
   load_template`` finds ``instance_wise`` whichever of the two was imported first.
@@ -16,7 +16,7 @@ from __future__ import annotations
 import importlib.abc
 import sys
 
-WATCHED = ("openprompt", "openprompt_ipt.templates", "openprompt_ipt.verbalizers")
+WATCHED = ("openprompt", "openprompt_ipt.openprompt.templates", "openprompt_ipt.openprompt.verbalizers")
 finished = set()  # WATCHED modules whose code has run to the end in this process
 
 
@@ -37,9 +37,9 @@ class _Loader(importlib.abc.Loader):
             compat.apply()
         self.inner.exec_module(module)
         finished.add(name)
-        from . import openprompt_registry
+        from . import registry
 
-        openprompt_registry.register_ready(finished)
+        registry.register_ready(finished)
 
     def __getattr__(self, attr):  # get_data, get_resource_reader, is_package...: the real loader's
         return getattr(self.inner, attr)
@@ -66,8 +66,8 @@ def install() -> None:
     if not any(isinstance(f, _Finder) for f in sys.meta_path):
         sys.meta_path.insert(0, _Finder())
     if "openprompt" in sys.modules and "openprompt" not in finished:
-        from . import compat, openprompt_registry
+        from . import compat, registry
 
         compat.apply()
         finished.add("openprompt")
-        openprompt_registry.register_ready(finished)
+        registry.register_ready(finished)

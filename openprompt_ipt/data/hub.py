@@ -1,5 +1,5 @@
 """Whether the 🤗 hub can be reached: offline flags win, else one short connection try per process.
-Both the data lookup (``data/sources.py``) and the backbone loader (``backbones.py``) ask it, so an
+Both the data lookup (``data/sources.py``) and the backbone loader (``runner/backbones.py``) ask it, so an
 offline run fails or falls back in seconds instead of after the hub clients' retries."""
 from __future__ import annotations
 

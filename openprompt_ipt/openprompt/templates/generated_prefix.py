@@ -24,11 +24,11 @@ from typing import Optional
 import torch
 from openprompt.prompts import MixedTemplate
 
-from ..batch import content_mask, field
-from ..generators.layered import InstanceInputs
-from ..injection import INSERT_POSITIONS
-from ..prompting import build_layered_generator, place_prompts, release_prompts
-from ..prompting.layered_prompt import SECTIONS, prompt_positions
+from ...injection.batch import content_mask, field
+from ...generators.layered import InstanceInputs
+from ...injection import INSERT_POSITIONS
+from ...prompting import build_layered_generator, place_prompts, release_prompts
+from ...prompting.layered_prompt import SECTIONS, prompt_positions
 from .persistence import TrainedTemplateMixin
 
 __all__ = ["GeneratedPrefixTemplate", "SECTIONS"]

@@ -1,4 +1,4 @@
-"""``python -m openprompt_ipt.cli --config_yaml FILE.yaml [--resume DIR | --test DIR] [--section.key value ...]``
+"""``python -m openprompt_ipt.openprompt.cli --config_yaml FILE.yaml [--resume DIR | --test DIR] [--section.key value ...]``
 
 OpenPrompt's ``experiments/cli.py`` command line and experiment YAMLs, with our templates, run by
 OpenPrompt's own ``ClassificationRunner``. That script needs these changes for our YAMLs, each done here
@@ -35,7 +35,7 @@ import openprompt_ipt  # noqa: F401  (change 1: registers our templates with Ope
 
 
 def say(note: str) -> None:
-    print(f"note (openprompt_ipt.cli): {note}")
+    print(f"note (openprompt_ipt.openprompt.cli): {note}")
 
 
 def split_data_root(argv: List[str]):
@@ -81,7 +81,7 @@ def split_unset_keys(argv: List[str]):
 
 
 def set_unset_keys(config, unset) -> None:
-    from .runner.config import YamlLoader
+    from ..runner.config import YamlLoader
 
     import yaml
 
@@ -154,9 +154,9 @@ def cpu_batches(config):
 def load_examples(yaml_path: str, data_root: Optional[str], config):
     """Change 5: (train, dev, test, labels) by our task loader, for the YAML's dataset section (with the
     command line's ``--dataset.path`` / ``--plm.*`` values, so both readers see the same file)."""
-    from .runner.config import load_config
-    from .runner.experiment import data_root as resolve_root
-    from .runner.experiment import data_source, load_task
+    from ..runner.config import load_config
+    from ..data.prepare import data_source, load_task
+    from ..data.sources import data_root as resolve_root
 
     overrides = [f"plm.{key}={config.plm[key]}" for key in ("model_path", "model_name") if config.plm.get(key)]
     if config.dataset.get("path"):
@@ -173,7 +173,7 @@ def build_runner(config, exp_path, labels, train, dev, test):
     from openprompt.prompts import load_template, load_verbalizer
     from openprompt.trainer import ClassificationRunner
 
-    from .backbones import load_backbone
+    from ..runner.backbones import load_backbone
 
     config.logging.path = exp_path
     plm, tokenizer, plm_config, wrapper = load_backbone(config.plm.model_path, config.plm.model_name)  # change 2

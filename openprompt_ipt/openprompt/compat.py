@@ -7,9 +7,8 @@ OpenPrompt was written against transformers 4.x. Three things it uses are gone:
     ``get_special_tokens_mask`` (OpenPrompt's tokenizer wrappers call both) -> rebuilt from what
     the tokenizer itself adds around a probe text.
 Plus two modules OpenPrompt imports for names only (``transformers.data.processors.utils``,
-``tokenization_utils.SPECIAL_TOKENS_MAP_FILE``). And one for old transformers on new torch: the 4.39 Trainer's
-resume reads numpy RNG states that torch >= 2.6 refuses by default. ``apply()`` is idempotent and is called when
-``openprompt_ipt`` is imported, before anything imports ``openprompt``.
+``tokenization_utils.SPECIAL_TOKENS_MAP_FILE``). ``apply()`` is idempotent and runs just before anything imports
+``openprompt`` (``hook.py``). The 4.39 Trainer's resume fix is the 🤗 door's (``hf/trainer_compat.py``).
 """
 from __future__ import annotations
 
@@ -97,33 +96,10 @@ def _restore_special_tokens_map_file() -> None:
         tu.SPECIAL_TOKENS_MAP_FILE = "special_tokens_map.json"
 
 
-def _special_token_frame(tokenizer, pair: bool):
-    """(prefix, middle, suffix) ids the tokenizer adds around one or two sequences, found by probing."""
-    cache = tokenizer.__dict__.setdefault("_ipt_special_frame", {})
-    if pair in cache:
-        return cache[pair]
-    a = tokenizer.encode("a", add_special_tokens=False)
-    b = tokenizer.encode("b", add_special_tokens=False)
-    full = tokenizer.encode("a", "b", add_special_tokens=True) if pair else tokenizer.encode("a", add_special_tokens=True)
-
-    def find(seq, sub, start=0):
-        for i in range(start, len(seq) - len(sub) + 1):
-            if seq[i:i + len(sub)] == sub:
-                return i
-        raise RuntimeError(f"cannot locate the probe text in {full}; this tokenizer is not supported on this transformers version")
-
-    i = find(full, a)
-    if not pair:
-        frame = (full[:i], [], full[i + len(a):])
-    else:
-        j = find(full, b, i + len(a))
-        frame = (full[:i], full[i + len(a):j], full[j + len(b):])
-    cache[pair] = frame
-    return frame
-
-
 def _build_inputs_with_special_tokens(self, token_ids_0, token_ids_1=None):
-    pre, mid, post = _special_token_frame(self, token_ids_1 is not None)
+    from ..generators.sentence import special_token_frame  # the probe lives beside its other user, the prompt layer
+
+    pre, mid, post = special_token_frame(self, token_ids_1 is not None)
     if token_ids_1 is None:
         return list(pre) + list(token_ids_0) + list(post)
     return list(pre) + list(token_ids_0) + list(mid) + list(token_ids_1) + list(post)
@@ -145,7 +121,9 @@ def _patch_tokenizers() -> None:
     def get_special_tokens_mask(self, token_ids_0, token_ids_1=None, already_has_special_tokens=False):
         if already_has_special_tokens:
             return original_mask(self, token_ids_0, token_ids_1, already_has_special_tokens=True)
-        pre, mid, post = _special_token_frame(self, token_ids_1 is not None)
+        from ..generators.sentence import special_token_frame
+
+        pre, mid, post = special_token_frame(self, token_ids_1 is not None)
         mask = [1] * len(pre) + [0] * len(token_ids_0)
         if token_ids_1 is not None:
             mask += [1] * len(mid) + [0] * len(token_ids_1)
@@ -153,23 +131,6 @@ def _patch_tokenizers() -> None:
 
     base.get_special_tokens_mask = get_special_tokens_mask
     base._ipt_patched = True
-
-
-def _allow_numpy_in_rng_states() -> None:
-    """transformers < 4.47 reads the Trainer's ``rng_state.pth`` (numpy arrays) with ``torch.load``'s default, which
-    torch 2.6 made ``weights_only``: every ``resume_from_checkpoint`` then fails. Allowlist the numpy array types,
-    as transformers >= 4.47 does around that load (its ``safe_globals``); numpy arrays are data, not code."""
-    import torch
-    import transformers
-    from packaging import version
-
-    if (version.parse(transformers.__version__).release >= (4, 47)
-            or version.parse(torch.__version__).release < (2, 6) or not hasattr(torch.serialization, "add_safe_globals")):
-        return
-    import numpy as np
-
-    core = np._core if hasattr(np, "_core") else np.core
-    torch.serialization.add_safe_globals([core.multiarray._reconstruct, np.ndarray, np.dtype, type(np.dtype(np.uint32))])
 
 
 def apply() -> None:
@@ -182,5 +143,4 @@ def apply() -> None:
     _restore_processor_utils()
     _restore_special_tokens_map_file()
     _patch_tokenizers()
-    _allow_numpy_in_rng_states()
     _APPLIED = True

@@ -16,10 +16,10 @@ from typing import Optional, Sequence
 import torch
 from openprompt.prompts import MixedTemplate
 
-from ..batch import content_mask
-from ..injection import max_positions, prepend, trim_outputs
-from ..prompting import STRATEGY_NAMES, build_input_prompt, input_prompt_vectors
-from ..prompting.input_prompt import PositionDropout
+from ...injection.batch import content_mask
+from ...injection import max_positions, prepend, trim_outputs
+from ...prompting import STRATEGY_NAMES, build_input_prompt, input_prompt_vectors
+from ...prompting.input_prompt import PositionDropout
 from .persistence import TrainedTemplateMixin
 
 __all__ = ["InstanceWiseTemplate", "STRATEGY_NAMES"]

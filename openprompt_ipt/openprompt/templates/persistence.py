@@ -9,7 +9,7 @@ import warnings
 
 import torch
 
-from ..serialization import load_trainable, read_json, save_trainable
+from ...serialization import load_trainable, read_json, save_trainable
 
 CONFIG_FILE, WEIGHTS_FILE = "template_config.json", "template.safetensors"
 
