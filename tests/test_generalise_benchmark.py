@@ -29,10 +29,10 @@ def test_generalise_groups_load_and_every_yaml_validates_for_its_task():
             cfg = load_config(os.path.join(bench.ROOT, m["yaml"]))
             assert cfg["dataset"]["name"] == task and cfg["verbalizer"] == "soft_verbalizer", m["yaml"]
     # every YAML of the folder is a row of some group, #33's or #41's (none left out of the study by a typo); the
-    # layer sweeps are run on their own (experiments/run.py)
+    # sweeps (*_sweep*.yaml) are run on their own (experiments/run.py)
     used = {m["yaml"] for t in TASKS for g in ("generalise", "late") for m in bench.load_group(f"{g}_{t}")["methods"]}
     shipped = {os.path.relpath(p, bench.ROOT) for p in glob.glob(os.path.join(bench.ROOT, "yamls", "generalise", "*.yaml"))
-               if "_layer_sweep_" not in p}
+               if "_sweep" not in p}
     assert shipped == used
 
 
@@ -99,7 +99,7 @@ def test_generalise_yamls_write_out_one_budget():
         if section.get("generator") == "ipt_random":
             assert section["ipt"]["sparse"] is True, path
         expected_lr = {"prefix": 0.005, "lpt": LPT_LR}.get(section.get("generator"), 0.003)
-        if "_layer_sweep_" not in path:  # the sweeps try other rates
+        if "_sweep" not in path:  # the sweeps try other rates
             assert raw["train"]["lr_prompt"] == expected_lr, path
     assert len(budgets) == 1, budgets
 
