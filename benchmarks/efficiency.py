@@ -282,6 +282,31 @@ def count_flops(m, batch, opts) -> float:
     return float(counter.get_total_flops())
 
 
+def saved_for_backward_mb(m, batch, opts, args=None) -> float:
+    """MB of the tensors autograd keeps from one training step's forward for its backward (each storage once;
+    the parameters' own storages excluded, they are resident anyway). Device-independent (it depends on the
+    dtype), so it reads the same on CPU and GPU: the part of peak training memory that LPT's stop at layer l
+    (no graph below it) is meant to cut, apart from the frozen weights every method holds alike."""
+    params = {p.untyped_storage().data_ptr() for p in m.parameters()}
+    seen = {}
+
+    def pack(t):
+        storage = t.untyped_storage()
+        if storage.data_ptr() not in params:
+            seen[storage.data_ptr()] = storage.nbytes()
+        return t
+
+    m.train()
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        with autocast(args):
+            logits = m(dict(batch))
+        loss = nn.functional.cross_entropy(logits.float(), batch["label"])
+    loss.backward()
+    for opt in opts:
+        opt.zero_grad(set_to_none=True)
+    return sum(seen.values()) / 2 ** 20
+
+
 def trainable(m):
     from openprompt_ipt.training.optim import split_counts
     p, h, plm = split_counts(m)  # the PEFT peer's prompt counts as its "prompt"
@@ -343,6 +368,9 @@ def main(argv=None) -> int:
                    help="torch threads (1 = no thread barriers: steadier step times on a busy 2-core machine)")
     p.add_argument("--late-layer", type=int, default=None,
                    help="where the late rows' prompt joins (default: half the backbone's layers)")
+    p.add_argument("--activations-only", action="store_true",
+                   help="only the trainable counts and the MB saved for backward per method (no timing): cheap enough "
+                        "for a realistic batch of the roberta-large shape on CPU")
     p.add_argument("--memory-of", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     global LATE_LAYER
@@ -367,6 +395,9 @@ def main(argv=None) -> int:
             names = [n for n in names if METHODS[n][0] != f"peer_{peer}"]
     torch.manual_seed(0)
     runs, model, device = prepare(args, names)
+    saved = {n: saved_for_backward_mb(*runs[n], args) for n in names}
+    if args.activations_only:
+        return activations_report(args, names, runs, saved, device)
     times = {n: [] for n in names}
     from tqdm.auto import tqdm
     load = [os.getloadavg()[0]]
@@ -406,8 +437,8 @@ def main(argv=None) -> int:
              f"{T} prompt positions, {args.rounds} rounds x {args.steps} steps (median), torch threads "
              f"{torch.get_num_threads()}, mixed precision {args.mixed_precision}, vocab tables {args.tables}, load average {load[0]:.1f} at the "
              f"start of the timed rounds and {load[1]:.1f} at their end ({os.cpu_count()} CPUs)", "",
-             f"| method | trainable | step ms | × PT | GFLOP / step | × PT FLOPs | {unit} | × PT mem | inference ex/s |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             f"| method | trainable | step ms | × PT | GFLOP / step | × PT FLOPs | {unit} | × PT mem | saved for backward MB | × PT | inference ex/s |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     base_flops = flops.get("Prompt Tuning")
     for n in names:
         ratio = f"{med[n] / base:.2f}" if base else "-"
@@ -416,7 +447,7 @@ def main(argv=None) -> int:
         ms = med[n] * 1000
         lines.append(f"| {n} | {trainable(runs[n][0]):,} | {ms:.{1 if ms < 100 else 0}f} | {ratio} | {flops[n] / 1e9:.4g} | {fratio} | "
                      f"{memory[n]:.0f} | "
-                     f"{mratio} | {infer[n]:.1f} |")
+                     f"{mratio} | {saved[n]:.0f} | {_ratio(saved, n)} | {infer[n]:.1f} |")
     lines += paired_ratios(times, args.steps)
     text = "\n".join(lines)
     print(text)
@@ -424,7 +455,30 @@ def main(argv=None) -> int:
         from openprompt_ipt.serialization import write_text_atomic
         write_text_atomic(args.output, text + "\n")
         write_text_atomic(os.path.splitext(args.output)[0] + ".json", json.dumps(
-            {"args": vars(args), "load_average": load, "step_seconds": times, "flops": flops, "inference_ex_s": infer, "memory": memory}, indent=1))
+            {"args": vars(args), "load_average": load, "step_seconds": times, "flops": flops, "inference_ex_s": infer, "memory": memory,
+             "saved_for_backward_mb": saved}, indent=1))
+    return 0
+
+
+def _ratio(values, name) -> str:
+    base = values.get("Prompt Tuning")
+    return f"{values[name] / base:.2f}" if base else "-"
+
+
+def activations_report(args, names, runs, saved, device) -> int:
+    lines = [f"backbone `{args.backbone}`, device {device}, batch {args.batch_size} x {args.seq_len} tokens, {T} prompt "
+             f"positions, mixed precision {args.mixed_precision}, late layer {args.late_layer or 'half the layers'}: the MB "
+             "autograd saves from one training step's forward for its backward (parameters excluded)", "",
+             "| method | trainable | saved for backward MB | × PT |", "|---|---:|---:|---:|"]
+    for n in names:
+        lines.append(f"| {n} | {trainable(runs[n][0]):,} | {saved[n]:.0f} | {_ratio(saved, n)} |")
+    text = "\n".join(lines)
+    print(text)
+    if args.output:
+        from openprompt_ipt.serialization import write_text_atomic
+        write_text_atomic(args.output, text + "\n")
+        write_text_atomic(os.path.splitext(args.output)[0] + ".json", json.dumps(
+            {"args": vars(args), "saved_for_backward_mb": saved}, indent=1))
     return 0
 
 

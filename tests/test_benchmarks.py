@@ -500,3 +500,20 @@ def test_accuracy_table_headline_is_the_groups_score(tmp_path):
     groups.write_text(yaml.safe_dump({"bad": dict(group, score="pearson_spearmen")}))
     with pytest.raises(SystemExit, match="score 'pearson_spearmen' is not a metric"):
         bench.load_group("bad", str(groups))
+
+
+def test_saved_for_backward_counts_what_the_late_prompt_stops(tmp_path):
+    """--activations-only: LPT builds no graph below its layer, so autograd saves less for the backward than Prompt
+    Tuning's (whose graph runs to the input); the counting is real (both rows > 0) and excludes parameters."""
+    model, tok = conftest._bert(str(tmp_path))
+    ckpt = tmp_path / "bert"
+    model.save_pretrained(str(ckpt))
+    bench = _load("efficiency")
+    out = tmp_path / "act.md"
+    rc = bench.main(["--backbone", str(ckpt), "--batch-size", "2", "--seq-len", "24", "--activations-only",
+                     "--methods", "Prompt Tuning,LPT-NPG,Fine-tuning", "--data-root", str(tmp_path / "no-data"),
+                     "--late-layer", "1", "--output", str(out)])
+    assert rc == 0
+    saved = json.loads((tmp_path / "act.json").read_text())["saved_for_backward_mb"]
+    assert 0 < saved["LPT-NPG"] < saved["Prompt Tuning"]
+    assert "| Prompt Tuning |" in out.read_text() and "| 1.00 |" in out.read_text()
