@@ -1,5 +1,6 @@
 """The compat shims make unmodified OpenPrompt import and tokenise on the installed transformers."""
 import importlib
+import os
 
 import transformers
 
@@ -61,5 +62,22 @@ def test_the_hf_door_alone_can_resume_on_old_transformers():
             "allowed = numpy.ndarray in torch.serialization.get_safe_globals()\n"
             "assert allowed == old, (transformers.__version__, allowed)\n"
             "print('old' if old else 'new')\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-2000:]
+
+
+def test_the_pair_separator_needs_no_openprompt_shim():
+    """The prompt layer finds RoBERTa's </s></s> between a pair's sentences by probing the tokenizer itself, so the
+    🤗 door's IDPG reads pairs right on transformers 5 (no build_inputs_with_special_tokens) without OpenPrompt."""
+    import subprocess
+    import sys
+
+    code = ("import sys, tempfile\n"
+            f"sys.path.insert(0, {os.path.dirname(__file__)!r})\n"
+            "import conftest\n"
+            "from openprompt_ipt.generators.sentence import pair_separator\n"
+            "_, tok = conftest._roberta(tempfile.mkdtemp())\n"
+            "assert 'openprompt' not in sys.modules\n"
+            "assert pair_separator(tok, tok.sep_token_id) == [tok.sep_token_id, tok.sep_token_id], pair_separator(tok, 0)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr[-2000:]
