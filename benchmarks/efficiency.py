@@ -465,20 +465,38 @@ def _ratio(values, name) -> str:
     return f"{values[name] / base:.2f}" if base else "-"
 
 
+def resident_mb(m) -> tuple:
+    """(MB of every parameter the method's model holds, frozen ones included, each storage once;
+    MB its AdamW training adds per trainable parameter: the gradient and two moments, in the parameter's dtype)."""
+    seen, extra = {}, 0
+    for p in m.parameters():
+        seen[p.untyped_storage().data_ptr()] = p.untyped_storage().nbytes()
+        if p.requires_grad:
+            extra += 3 * p.numel() * p.element_size()
+    return sum(seen.values()) / 2 ** 20, extra / 2 ** 20
+
+
 def activations_report(args, names, runs, saved, device) -> int:
+    resident = {n: resident_mb(runs[n][0]) for n in names}
+    estimate = {n: resident[n][0] + resident[n][1] + saved[n] for n in names}
     lines = [f"backbone `{args.backbone}`, device {device}, batch {args.batch_size} x {args.seq_len} tokens, {T} prompt "
-             f"positions, mixed precision {args.mixed_precision}, late layer {args.late_layer or 'half the layers'}: the MB "
-             "autograd saves from one training step's forward for its backward (parameters excluded)", "",
-             "| method | trainable | saved for backward MB | × PT |", "|---|---:|---:|---:|"]
+             f"positions, mixed precision {args.mixed_precision}, late layer {args.late_layer or 'half the layers'}. "
+             "Saved for backward: the MB autograd keeps from one training step's forward for its backward (parameters "
+             "excluded). Estimated peak: weights + gradients and AdamW moments of the trainable ones + saved for "
+             "backward; an estimate, not a measurement (a GPU's allocator adds workspace and transient tensors)", "",
+             "| method | trainable | saved for backward MB | × PT | weights MB | grads + moments MB | est. peak MB | × PT |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|"]
     for n in names:
-        lines.append(f"| {n} | {trainable(runs[n][0]):,} | {saved[n]:.0f} | {_ratio(saved, n)} |")
+        lines.append(f"| {n} | {trainable(runs[n][0]):,} | {saved[n]:.0f} | {_ratio(saved, n)} | {resident[n][0]:.0f} | "
+                     f"{resident[n][1]:.1f} | {estimate[n]:.0f} | {_ratio(estimate, n)} |")
     text = "\n".join(lines)
     print(text)
     if args.output:
         from openprompt_ipt.serialization import write_text_atomic
         write_text_atomic(args.output, text + "\n")
         write_text_atomic(os.path.splitext(args.output)[0] + ".json", json.dumps(
-            {"args": vars(args), "saved_for_backward_mb": saved}, indent=1))
+            {"args": vars(args), "saved_for_backward_mb": saved, "resident_mb": resident, "estimated_peak_mb": estimate},
+            indent=1))
     return 0
 
 

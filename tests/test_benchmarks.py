@@ -516,4 +516,9 @@ def test_saved_for_backward_counts_what_the_late_prompt_stops(tmp_path):
     assert rc == 0
     saved = json.loads((tmp_path / "act.json").read_text())["saved_for_backward_mb"]
     assert 0 < saved["LPT-NPG"] < saved["Prompt Tuning"]
+    report = json.loads((tmp_path / "act.json").read_text())
+    weights, state = report["resident_mb"]["Prompt Tuning"]
+    assert weights > 0 and 0 < state < weights  # the prompt and head train; the backbone is frozen
+    ft_weights, ft_state = report["resident_mb"]["Fine-tuning"]
+    assert abs(ft_state - 3 * ft_weights) < 0.05 * ft_weights  # every weight trains: its grad and two moments
     assert "| Prompt Tuning |" in out.read_text() and "| 1.00 |" in out.read_text()
