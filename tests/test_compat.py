@@ -1,6 +1,8 @@
 """The compat shims make unmodified OpenPrompt import and tokenise on the installed transformers."""
 import importlib
 import os
+import subprocess
+import sys
 
 import transformers
 
@@ -51,9 +53,6 @@ def test_openprompt_wrapper_tokenises(plm):
 def test_the_hf_door_alone_can_resume_on_old_transformers():
     """transformers < 4.47 on torch >= 2.6: the Trainer's resume reads numpy RNG states that ``weights_only`` refuses.
     Importing the 🤗 door allowlists them, with OpenPrompt never imported (a user of that door only)."""
-    import subprocess
-    import sys
-
     code = ("import sys, numpy, torch, transformers\n"
             "from packaging import version\n"
             "import openprompt_ipt.hf\n"
@@ -62,16 +61,12 @@ def test_the_hf_door_alone_can_resume_on_old_transformers():
             "allowed = numpy.ndarray in torch.serialization.get_safe_globals()\n"
             "assert allowed == old, (transformers.__version__, allowed)\n"
             "print('old' if old else 'new')\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert out.returncode == 0, out.stderr[-2000:]
+    _in_a_fresh_process(code)
 
 
 def test_the_pair_separator_needs_no_openprompt_shim():
     """The prompt layer finds RoBERTa's </s></s> between a pair's sentences by probing the tokenizer itself, so the
     🤗 door's IDPG reads pairs right on transformers 5 (no build_inputs_with_special_tokens) without OpenPrompt."""
-    import subprocess
-    import sys
-
     code = ("import sys, tempfile\n"
             f"sys.path.insert(0, {os.path.dirname(__file__)!r})\n"
             "import conftest\n"
@@ -79,5 +74,10 @@ def test_the_pair_separator_needs_no_openprompt_shim():
             "_, tok = conftest._roberta(tempfile.mkdtemp())\n"
             "assert 'openprompt' not in sys.modules\n"
             "assert pair_separator(tok, tok.sep_token_id) == [tok.sep_token_id, tok.sep_token_id], pair_separator(tok, 0)\n")
+    _in_a_fresh_process(code)
+
+
+def _in_a_fresh_process(code: str) -> None:
+    """Run ``code`` where nothing has imported OpenPrompt yet (this process has); its asserts fail the test."""
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr[-2000:]

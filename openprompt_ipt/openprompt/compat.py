@@ -17,6 +17,8 @@ import sys
 import types
 from typing import List, Optional
 
+from ..generators.sentence import special_token_frame  # the probe lives with its other user, the prompt layer
+
 _APPLIED = False
 
 
@@ -97,8 +99,6 @@ def _restore_special_tokens_map_file() -> None:
 
 
 def _build_inputs_with_special_tokens(self, token_ids_0, token_ids_1=None):
-    from ..generators.sentence import special_token_frame  # the probe lives beside its other user, the prompt layer
-
     pre, mid, post = special_token_frame(self, token_ids_1 is not None)
     if token_ids_1 is None:
         return list(pre) + list(token_ids_0) + list(post)
@@ -121,8 +121,6 @@ def _patch_tokenizers() -> None:
     def get_special_tokens_mask(self, token_ids_0, token_ids_1=None, already_has_special_tokens=False):
         if already_has_special_tokens:
             return original_mask(self, token_ids_0, token_ids_1, already_has_special_tokens=True)
-        from ..generators.sentence import special_token_frame
-
         pre, mid, post = special_token_frame(self, token_ids_1 is not None)
         mask = [1] * len(pre) + [0] * len(token_ids_0)
         if token_ids_1 is not None:
