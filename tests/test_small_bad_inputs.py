@@ -70,6 +70,11 @@ def test_openprompt_cli_reads_a_null_keys_value_and_its_help_names_data_root(tmp
     captured = capsys.readouterr()
     assert "Update key train.num_training_steps, value None -> 3" in captured.out
     assert code == 2 and "TypeError" not in captured.err and captured.err.startswith("error: ")
+    # a YAML that is not there: one line naming it, no traceback, nothing written
+    assert cli.main(["--config_yaml", str(tmp_path / "nope.yaml"), "--logging.path_base", str(tmp_path / "logs2")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --config_yaml ") and "nope.yaml: no such file" in err and len(err.splitlines()) == 1
+    assert not (tmp_path / "logs2").exists()
 
 
 def test_the_missing_config_message_and_a_long_inner_error(tmp_path):

@@ -214,6 +214,12 @@ def main(argv: Optional[List[str]] = None) -> int:
     if "-h" in rest or "--help" in rest:
         print_help()
         return 0
+    if "--config_yaml" in rest:  # OpenPrompt's get_config would end in a traceback on a missing file
+        given = rest[rest.index("--config_yaml") + 1] if rest.index("--config_yaml") + 1 < len(rest) else None
+        if given is None or not os.path.isfile(given):
+            print(f"error: --config_yaml {given or '(no file given)'}: no such file; give the path of an experiment "
+                  "YAML in OpenPrompt's schema (e.g. yamls/openprompt/cb_instance_wise.yaml)", file=sys.stderr)
+            return 2
     unset, rest = split_unset_keys(rest)
     saved_argv = sys.argv
     sys.argv = [saved_argv[0]] + rest  # OpenPrompt's get_config reads sys.argv
