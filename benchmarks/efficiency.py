@@ -7,7 +7,8 @@ Every method trains on the same fixed batch (real CB text, truncated to exactly 
 with the same number of prompt positions (t = 20; IPT: 4 task + 16 instance). Methods are
 interleaved round by round so machine noise hits all of them alike; the step time is the median
 over all rounds. Peak memory: each method in a fresh subprocess (CPU: peak RSS; GPU: max
-allocated). Vocabulary tables (the IPT rows) train as our runner trains them, with sparse row gradients and
+allocated); ``--memory-only`` runs just those processes (no timing), cheap enough for a realistic batch of
+the roberta-large shape on CPU. Vocabulary tables (the IPT rows) train as our runner trains them, with sparse row gradients and
 ``RowSparseAdam`` (``use_sparse_rows``); ``--tables dense`` keeps the constructors' dense default, which a
 stock ``torch.optim.AdamW`` trains with dense moments for the whole table. PEFT's prompt tuning and prefix tuning (``pip install peft``) run as the peer, on the
 same backbone with the same SoftVerbalizer head; so do Adapter, Compacter and LoRA (the ``peers`` extra,
@@ -320,30 +321,80 @@ def measure_memory(args, name) -> float:
            "--data-root", args.data_root, "--mixed-precision", args.mixed_precision, "--tables", args.tables]
     if args.late_layer:
         cmd += ["--late-layer", str(args.late_layer)]
+    return _memory_subprocess(cmd)[1]
+
+
+def _memory_subprocess(cmd) -> tuple:
+    """(MB resident before the first step, peak MB) printed by a ``--memory-of`` process; NaNs if it failed."""
     out = subprocess.run(cmd, capture_output=True, text=True)
     if out.returncode != 0:
-        return float("nan")
-    return float(out.stdout.strip().splitlines()[-1])
+        sys.stderr.write(out.stderr[-2000:])
+        return float("nan"), float("nan")
+    lines = out.stdout.strip().splitlines()
+    before = float(lines[-2]) if len(lines) > 1 else float("nan")
+    return before, float(lines[-1])
+
+
+def _rss_mb(field: str) -> float:
+    import resource
+    try:  # VmHWM is this process's own peak; ru_maxrss also counts the parent's RSS at fork time
+        with open("/proc/self/status") as f:
+            return next(int(line.split()[1]) for line in f if line.startswith(field)) / 1024
+    except (OSError, StopIteration):
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def memory_only(args) -> None:
-    import resource
+    """Prints two lines: MB in use before the first training step (model built), then the peak MB over 3 steps."""
     runs, _, device = prepare(args, [args.memory_of])
     m, batch, opts = runs[args.memory_of]
     if device.type == "cuda":
+        sync(device)
+        before = torch.cuda.memory_allocated() / 2 ** 20
         torch.cuda.reset_peak_memory_stats()
+    else:
+        before = _rss_mb("VmRSS")
     step = step_fn(m, opts, batch, batch["label"], args)
     for _ in range(3):
         step()
     sync(device)
-    if device.type == "cuda":
-        print(torch.cuda.max_memory_allocated() / 2 ** 20)
-        return
-    try:  # VmHWM is this process's own peak; ru_maxrss also counts the parent's RSS at fork time
-        with open("/proc/self/status") as f:
-            print(next(int(line.split()[1]) for line in f if line.startswith("VmHWM")) / 1024)
-    except (OSError, StopIteration):
-        print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+    print(before)
+    print(torch.cuda.max_memory_allocated() / 2 ** 20 if device.type == "cuda" else _rss_mb("VmHWM"))
+
+
+def memory_report(args, names) -> int:
+    """--memory-only: each method's measured peak in its own fresh process, no timing in this one."""
+    cmd = lambda n: [sys.executable, os.path.abspath(__file__), "--memory-of", n, "--backbone", args.backbone,  # noqa: E731
+                     "--batch-size", str(args.batch_size), "--seq-len", str(args.seq_len), "--device", args.device,
+                     "--data-root", args.data_root, "--mixed-precision", args.mixed_precision, "--tables", args.tables,
+                     *(["--late-layer", str(args.late_layer)] if args.late_layer else []),
+                     *(["--threads", str(args.threads)] if args.threads else [])]
+    from tqdm.auto import tqdm
+    measured = {n: _memory_subprocess(cmd(n)) for n in tqdm(names, desc="methods")}
+    peak = {n: v[1] for n, v in measured.items()}
+    step = {n: v[1] - v[0] for n, v in measured.items()}
+    cuda = args.device.startswith("cuda")
+    unit = "max allocated" if cuda else "peak RSS"
+    lines = [f"backbone `{args.backbone}`, device {args.device}, batch {args.batch_size} x {args.seq_len} tokens, {T} prompt "
+             f"positions, mixed precision {args.mixed_precision}, late layer {args.late_layer or 'half the layers'}. "
+             f"Measured: each method built and trained for 3 steps (AdamW) in a fresh process; {unit} over the whole "
+             "process, and its rise above what was in use once the model was built (the step's own memory: saved "
+             "activations, gradients, optimiser state, transients)" + ("" if cuda else "; RSS includes the Python and "
+             "torch runtime, the same for every row"), "",
+             f"| method | before the first step MB | {unit} MB | × PT | rise during training MB | × PT |",
+             "|---|---:|---:|---:|---:|---:|"]
+    for n in names:
+        lines.append(f"| {n} | {measured[n][0]:.0f} | {peak[n]:.0f} | {_ratio(peak, n)} | "
+                     f"{step[n]:.0f} | {_ratio(step, n)} |")
+    text = "\n".join(lines)
+    print(text)
+    if args.output:
+        from openprompt_ipt.serialization import write_text_atomic
+        write_text_atomic(args.output, text + "\n")
+        write_text_atomic(os.path.splitext(args.output)[0] + ".json", json.dumps(
+            {"args": vars(args), "before_first_step_mb": {n: v[0] for n, v in measured.items()}, "peak_mb": peak,
+             "rise_mb": step}, indent=1))
+    return 0 if all(v == v for v in peak.values()) else 1
 
 
 def main(argv=None) -> int:
@@ -371,6 +422,8 @@ def main(argv=None) -> int:
     p.add_argument("--activations-only", action="store_true",
                    help="only the trainable counts and the MB saved for backward per method (no timing): cheap enough "
                         "for a realistic batch of the roberta-large shape on CPU")
+    p.add_argument("--memory-only", action="store_true",
+                   help="only the measured peak memory per method, each in a fresh process (no timing)")
     p.add_argument("--memory-of", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     global LATE_LAYER
@@ -393,6 +446,8 @@ def main(argv=None) -> int:
         except ImportError:
             print(f"{library} not installed (pip install -e \".[peers]\"): the {peer} row is skipped")
             names = [n for n in names if METHODS[n][0] != f"peer_{peer}"]
+    if args.memory_only:
+        return memory_report(args, names)
     torch.manual_seed(0)
     runs, model, device = prepare(args, names)
     saved = {n: saved_for_backward_mb(*runs[n], args) for n in names}

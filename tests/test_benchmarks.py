@@ -522,3 +522,22 @@ def test_saved_for_backward_counts_what_the_late_prompt_stops(tmp_path):
     ft_weights, ft_state = report["resident_mb"]["Fine-tuning"]
     assert abs(ft_state - 3 * ft_weights) < 0.05 * ft_weights  # every weight trains: its grad and two moments
     assert "| Prompt Tuning |" in out.read_text() and "| 1.00 |" in out.read_text()
+
+
+def test_memory_only_measures_each_method_in_its_own_process(tmp_path):
+    """--memory-only: each method is built and trained in a fresh process; the report holds what was in use before
+    the first step and the measured peak, which cannot be below it, for every method asked for."""
+    model, tok = conftest._bert(str(tmp_path))
+    ckpt = tmp_path / "bert"
+    model.save_pretrained(str(ckpt))
+    bench = _load("efficiency")
+    out = tmp_path / "mem.md"
+    rc = bench.main(["--backbone", str(ckpt), "--batch-size", "2", "--seq-len", "24", "--memory-only", "--threads", "1",
+                     "--methods", "Prompt Tuning,LPT-NPG", "--data-root", str(tmp_path / "no-data"),
+                     "--late-layer", "1", "--output", str(out)])
+    assert rc == 0
+    report = json.loads((tmp_path / "mem.json").read_text())
+    for name in ("Prompt Tuning", "LPT-NPG"):
+        before, peak = report["before_first_step_mb"][name], report["peak_mb"][name]
+        assert 0 < before <= peak and report["rise_mb"][name] == peak - before
+    assert "| LPT-NPG |" in out.read_text() and "peak RSS MB" in out.read_text()
