@@ -314,14 +314,17 @@ def trainable(m):
     return p + plm
 
 
+def _memory_cmd(args, name) -> list:
+    return [sys.executable, os.path.abspath(__file__), "--memory-of", name, "--backbone", args.backbone,
+            "--batch-size", str(args.batch_size), "--seq-len", str(args.seq_len), "--device", args.device,
+            "--data-root", args.data_root, "--mixed-precision", args.mixed_precision, "--tables", args.tables,
+            *(["--late-layer", str(args.late_layer)] if args.late_layer else []),
+            *(["--threads", str(args.threads)] if args.threads else [])]
+
+
 def measure_memory(args, name) -> float:
     """Peak memory (MB) of building + training ``name`` alone, in a fresh process."""
-    cmd = [sys.executable, os.path.abspath(__file__), "--memory-of", name, "--backbone", args.backbone,
-           "--batch-size", str(args.batch_size), "--seq-len", str(args.seq_len), "--device", args.device,
-           "--data-root", args.data_root, "--mixed-precision", args.mixed_precision, "--tables", args.tables]
-    if args.late_layer:
-        cmd += ["--late-layer", str(args.late_layer)]
-    return _memory_subprocess(cmd)[1]
+    return _memory_subprocess(_memory_cmd(args, name))[1]
 
 
 def _memory_subprocess(cmd) -> tuple:
@@ -364,13 +367,8 @@ def memory_only(args) -> None:
 
 def memory_report(args, names) -> int:
     """--memory-only: each method's measured peak in its own fresh process, no timing in this one."""
-    cmd = lambda n: [sys.executable, os.path.abspath(__file__), "--memory-of", n, "--backbone", args.backbone,  # noqa: E731
-                     "--batch-size", str(args.batch_size), "--seq-len", str(args.seq_len), "--device", args.device,
-                     "--data-root", args.data_root, "--mixed-precision", args.mixed_precision, "--tables", args.tables,
-                     *(["--late-layer", str(args.late_layer)] if args.late_layer else []),
-                     *(["--threads", str(args.threads)] if args.threads else [])]
     from tqdm.auto import tqdm
-    measured = {n: _memory_subprocess(cmd(n)) for n in tqdm(names, desc="methods")}
+    measured = {n: _memory_subprocess(_memory_cmd(args, n)) for n in tqdm(names, desc="methods")}
     peak = {n: v[1] for n, v in measured.items()}
     step = {n: v[1] - v[0] for n, v in measured.items()}
     cuda = args.device.startswith("cuda")
