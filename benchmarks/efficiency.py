@@ -384,14 +384,7 @@ def memory_report(args, names) -> int:
     for n in names:
         lines.append(f"| {n} | {measured[n][0]:.0f} | {peak[n]:.0f} | {_ratio(peak, n)} | "
                      f"{step[n]:.0f} | {_ratio(step, n)} |")
-    text = "\n".join(lines)
-    print(text)
-    if args.output:
-        from openprompt_ipt.serialization import write_text_atomic
-        write_text_atomic(args.output, text + "\n")
-        write_text_atomic(os.path.splitext(args.output)[0] + ".json", json.dumps(
-            {"args": vars(args), "before_first_step_mb": {n: v[0] for n, v in measured.items()}, "peak_mb": peak,
-             "rise_mb": step}, indent=1))
+    _emit(args, lines, {"before_first_step_mb": {n: v[0] for n, v in measured.items()}, "peak_mb": peak, "rise_mb": step})
     return 0 if all(v == v for v in peak.values()) else 1
 
 
@@ -513,6 +506,16 @@ def main(argv=None) -> int:
     return 0
 
 
+def _emit(args, lines, payload) -> None:
+    """Print the report; with --output, write it and a JSON of the arguments and the numbers beside it."""
+    text = "\n".join(lines)
+    print(text)
+    if args.output:
+        from openprompt_ipt.serialization import write_text_atomic
+        write_text_atomic(args.output, text + "\n")
+        write_text_atomic(os.path.splitext(args.output)[0] + ".json", json.dumps({"args": vars(args), **payload}, indent=1))
+
+
 def _ratio(values, name) -> str:
     base = values.get("Prompt Tuning")
     return f"{values[name] / base:.2f}" if base else "-"
@@ -542,14 +545,7 @@ def activations_report(args, names, runs, saved, device) -> int:
     for n in names:
         lines.append(f"| {n} | {trainable(runs[n][0]):,} | {saved[n]:.0f} | {_ratio(saved, n)} | {resident[n][0]:.0f} | "
                      f"{resident[n][1]:.1f} | {estimate[n]:.0f} | {_ratio(estimate, n)} |")
-    text = "\n".join(lines)
-    print(text)
-    if args.output:
-        from openprompt_ipt.serialization import write_text_atomic
-        write_text_atomic(args.output, text + "\n")
-        write_text_atomic(os.path.splitext(args.output)[0] + ".json", json.dumps(
-            {"args": vars(args), "saved_for_backward_mb": saved, "resident_mb": resident, "estimated_peak_mb": estimate},
-            indent=1))
+    _emit(args, lines, {"saved_for_backward_mb": saved, "resident_mb": resident, "estimated_peak_mb": estimate})
     return 0
 
 
