@@ -381,11 +381,22 @@ def memory_report(args, names) -> int:
              "torch runtime, the same for every row"), "",
              f"| method | before the first step MB | {unit} MB | × PT | rise during training MB | × PT |",
              "|---|---:|---:|---:|---:|---:|"]
+    failed = [n for n in names if peak[n] != peak[n]]  # NaN: its process failed (its stderr is above)
+    if len(failed) == len(names):  # a table of NaNs is no report: nothing is written
+        print(f"--memory-only: every method's process failed ({', '.join(failed)}); their errors are above. "
+              "Nothing written.", file=sys.stderr)
+        return 1
     for n in names:
+        if n in failed:
+            lines.append(f"| {n} | failed | failed | - | failed | - |")
+            continue
         lines.append(f"| {n} | {measured[n][0]:.0f} | {peak[n]:.0f} | {_ratio(peak, n)} | "
                      f"{step[n]:.0f} | {_ratio(step, n)} |")
-    _emit(args, lines, {"before_first_step_mb": {n: v[0] for n, v in measured.items()}, "peak_mb": peak, "rise_mb": step})
-    return 0 if all(v == v for v in peak.values()) else 1
+    if failed:
+        lines += ["", f"Failed (their errors were printed by the run): {', '.join(failed)}."]
+    _emit(args, lines, {"before_first_step_mb": {n: v[0] for n, v in measured.items()}, "peak_mb": peak, "rise_mb": step,
+                        "failed": failed})
+    return 1 if failed else 0
 
 
 def main(argv=None) -> int:
@@ -417,6 +428,9 @@ def main(argv=None) -> int:
                    help="only the measured peak memory per method, each in a fresh process (no timing)")
     p.add_argument("--memory-of", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    if args.device.startswith("cuda") and not torch.cuda.is_available():
+        print(f"--device {args.device}: torch sees no CUDA device here; use --device cpu", file=sys.stderr)
+        return 2
     global LATE_LAYER
     LATE_LAYER = args.late_layer
     if args.threads:
@@ -518,7 +532,7 @@ def _emit(args, lines, payload) -> None:
 
 def _ratio(values, name) -> str:
     base = values.get("Prompt Tuning")
-    return f"{values[name] / base:.2f}" if base else "-"
+    return f"{values[name] / base:.2f}" if base and base == base else "-"  # base == base: not NaN
 
 
 def resident_mb(m) -> tuple:

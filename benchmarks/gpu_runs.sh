@@ -31,13 +31,14 @@ wait_runs() {
 
 # device_setup DATA_TGZ: OpenPrompt and its missing dependencies from .devcarry/whl (unless SKIP_INSTALL), the data
 # folders unpacked under /tmp/assets (IPT_ASSETS), MiniLM upcast from its fp16 carry to /tmp/minilm; prints the stack
-device_setup() {
+device_setup() {  # an empty DATA_TGZ: no data folders (efficiency falls back to synthetic text)
   local C=.devcarry
   if [ -z "${SKIP_INSTALL:-}" ]; then
     $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site $C/whl/*.whl || return 1
     export PYTHONPATH=/tmp/site:$PWD
   fi
-  mkdir -p /tmp/assets && tar xzf "$C/$1" -C /tmp/assets || return 1
+  mkdir -p /tmp/assets
+  if [ -n "$1" ]; then tar xzf "$C/$1" -C /tmp/assets || return 1; fi
   export IPT_ASSETS=/tmp/assets TOKENIZERS_PARALLELISM=false PYTHONUNBUFFERED=1
   mkdir -p /tmp/minilm && cp $C/minilm/*.json $C/minilm/vocab.txt /tmp/minilm/ || return 1
   $PY -c "from safetensors.torch import load_file, save_file

@@ -4,6 +4,7 @@ import json
 import os
 
 import conftest
+import torch
 
 
 def _load(name):
@@ -541,3 +542,26 @@ def test_memory_only_measures_each_method_in_its_own_process(tmp_path):
         before, peak = report["before_first_step_mb"][name], report["peak_mb"][name]
         assert 0 < before <= peak and report["rise_mb"][name] == peak - before
     assert "| LPT-NPG |" in out.read_text() and "peak RSS MB" in out.read_text()
+
+
+def test_memory_only_names_a_failed_method_and_writes_no_table_of_nans(tmp_path, capsys):
+    """A method whose process fails is a "failed" row, not NaNs; when every one fails, nothing is written; and
+    --device cuda where torch sees no GPU is one line, before any work."""
+    model, tok = conftest._bert(str(tmp_path))
+    ckpt = tmp_path / "bert"
+    model.save_pretrained(str(ckpt))
+    bench = _load("efficiency")
+    common = ["--backbone", str(ckpt), "--batch-size", "2", "--seq-len", "24", "--memory-only", "--threads", "1",
+              "--data-root", str(tmp_path / "no-data")]
+    out = tmp_path / "mem.md"
+    # the tiny BERT has 2 layers: a late layer of 5 fails the late row's build, Prompt Tuning's does not use it
+    rc = bench.main(common + ["--methods", "Prompt Tuning,LPT-NPG", "--late-layer", "5", "--output", str(out)])
+    assert rc == 1
+    assert "| LPT-NPG | failed |" in out.read_text() and "Failed (" in out.read_text()
+    assert json.loads((tmp_path / "mem.json").read_text())["failed"] == ["LPT-NPG"]
+    out2 = tmp_path / "none.md"
+    assert bench.main(common + ["--methods", "LPT-NPG", "--late-layer", "5", "--output", str(out2)]) == 1
+    assert not out2.exists() and "Nothing written" in capsys.readouterr().err
+    if not torch.cuda.is_available():
+        assert bench.main(common + ["--device", "cuda", "--output", str(out2)]) == 2
+        assert "no CUDA device" in capsys.readouterr().err and not out2.exists()
