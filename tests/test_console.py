@@ -22,6 +22,10 @@ def test_version_and_usage(capsys):
     assert "usage: openprompt-ipt" in capsys.readouterr().err
     assert main(["--help"]) == 0
     assert "pretrain categories|ppt" in capsys.readouterr().out
+    for group_help in (["pretrain", "--help"], ["pretrain", "-h"]):  # asked at the group, as one asks any command
+        assert main(group_help) == 0
+        out = capsys.readouterr().out
+        assert out.startswith("usage: openprompt-ipt pretrain categories|ppt") and "pretrain ppt --config" in out
 
 
 @pytest.mark.parametrize("argv,starts", [

@@ -40,6 +40,10 @@ def _pretrain(argv: List[str]) -> int:
     from . import pretrain
 
     kinds = {"categories": pretrain.categories, "ppt": pretrain.ppt}
+    if argv[:1] in (["-h"], ["--help"]):  # help on the group: what each kind does, and how to ask for its options
+        print(f"usage: {PROG} pretrain categories|ppt [options]\n\n{pretrain.CATEGORIES_DOC}\n{pretrain.PPT_DOC}\n"
+              f"'{PROG} pretrain categories --help' (or ppt) shows its options.")
+        return 0
     if not argv or argv[0] not in kinds:
         got = f", got '{argv[0]}'" if argv else ""
         print(f"error: '{PROG} pretrain' needs 'categories' or 'ppt'{got}", file=sys.stderr)
