@@ -213,7 +213,20 @@ def test_exports_feed_pretrained_and_encoder_ipt(bert, tiny_dir, data_dir, hf_ca
     assert os.path.isfile(os.path.join(out, "DONE")) and not os.path.exists(out + ".old")
 
 
-def test_interrupted_run_resumes_or_refuses(tiny_dir, data_dir, hf_cache, tmp_path):
+def test_a_wrong_data_root_leaves_nothing_to_refuse_the_corrected_command(bert, tiny_dir, data_dir, hf_cache, tmp_path):
+    """A run that fails while reading its data (nothing trained, nothing cached) is no interrupted run: the folder
+    it began goes, and the same command with the right data root is not refused."""
+    out = str(tmp_path / "exports" / "exp")
+    cfg = pipeline_cfg(tmp_path, data_dir, os.path.join(tiny_dir, "bert"), epochs=1)
+    with pytest.raises(ValueError, match="no such file or folder under the data root"):
+        run_pretraining(cfg, str(tmp_path / "wrong-root"), out, show_progress=False, cache_dir=hf_cache,
+                        log=lambda *_: None)
+    assert not os.path.exists(out + ".partial") and not os.path.exists(os.path.dirname(out))
+    run_pretraining(cfg, data_dir, out, show_progress=False, cache_dir=hf_cache, log=lambda *_: None)
+    assert os.path.isfile(os.path.join(out, "DONE"))
+
+
+def test_interrupted_run_resumes_or_refuses(bert, tiny_dir, data_dir, hf_cache, tmp_path):
     out = str(tmp_path / "exp")
     cfg = pipeline_cfg(tmp_path, data_dir, os.path.join(tiny_dir, "bert"), epochs=3, patience=3)
 

@@ -53,8 +53,20 @@ def prepare_output(out: str, run_config: Dict, overwrite: bool = False, log: Cal
         raise
 
 
+def abandon_if_empty(work: str, out: str) -> None:
+    """A run that failed before writing anything but its configuration (a wrong data root, say) has nothing to
+    resume: remove its work folder and lock, so that the corrected command is not refused as an interrupted run."""
+    from ..training.run_dir import release
+
+    if os.path.isdir(work) and os.listdir(work) == [RUN_CONFIG]:
+        shutil.rmtree(work)
+        release(out)
+
+
 def _prepare(out: str, run_config: Dict, overwrite: bool, log: Callable, resume: bool, refusal) -> str:
     work = partial_dir(out)
+    if os.path.isdir(work) and os.listdir(work) == [RUN_CONFIG]:  # left by a failed start (older versions): empty
+        shutil.rmtree(work)
     if is_finished(out) and not overwrite:
         raise refusal(out, "finished", f"export, {DONE} marker", resumable=False)
     if os.path.isdir(out) and os.listdir(out) and not is_finished(out) and not overwrite:

@@ -11,7 +11,8 @@ import torch
 from .classifier import CategoryClassifier, ClassifierConfig
 from .config import default_output_dir
 from .corpus import build_corpus, format_histogram, load_mapping
-from .export import (CLASSIFIER_FILE, TABLE_FILE, finalize, plot_confusion, prepare_output, write_classifier)
+from .export import (CLASSIFIER_FILE, TABLE_FILE, abandon_if_empty, finalize, plot_confusion, prepare_output,
+                     write_classifier)
 from .train import PretrainConfig, train_classifier
 
 REPO_ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -95,10 +96,14 @@ def run_pretraining(cfg: Dict, root: Optional[str] = None, output_dir: Optional[
     else:
         c = cfg["corpus"]
         log(f"building the corpus from {mapping.path} (data root {root})")
-        corpus = build_corpus(mapping, tokenizer, root, seed=cfg["seed"], max_length=int(c["max_length"]),
-                              min_tokens=int(c["min_tokens"]), max_per_category=c["max_per_category"],
-                              balance=c["balance"], dev_fraction=float(c["dev_fraction"]),
-                              test_fraction=float(c["test_fraction"]), cache_dir=cache_dir, log=log)
+        try:
+            corpus = build_corpus(mapping, tokenizer, root, seed=cfg["seed"], max_length=int(c["max_length"]),
+                                  min_tokens=int(c["min_tokens"]), max_per_category=c["max_per_category"],
+                                  balance=c["balance"], dev_fraction=float(c["dev_fraction"]),
+                                  test_fraction=float(c["test_fraction"]), cache_dir=cache_dir, log=log)
+        except BaseException:
+            abandon_if_empty(work, out)
+            raise
         torch.save(corpus, corpus_file + ".tmp")
         os.replace(corpus_file + ".tmp", corpus_file)
     log(format_histogram(corpus.summary))
