@@ -324,6 +324,38 @@ def test_input_longer_than_the_models_positions_is_one_clear_error(plm, case):
         pm(batch)
 
 
+INTERRUPTED_CASES = {"prefix-kv": CASES["prefix-kv"], "ptuning_v2-hidden": CASES["ptuning_v2-hidden"],
+                     "lpt-late": dict(generator="lpt", late_layer=1, lpt={"kind": "plain"})}
+
+
+@pytest.mark.parametrize("case", list(INTERRUPTED_CASES))
+def test_a_forward_that_never_finished_leaves_no_prompt_in_the_next_one(plm, case):
+    """Ctrl-C or out of memory inside the PLM: post_processing_outputs never runs, so nothing disarmed the hooks,
+    and the next forward through the shared PLM (a ManualTemplate baseline, another template) silently got the
+    interrupted batch's prompt."""
+    from openprompt import PromptForClassification
+    from openprompt.prompts import ManualTemplate, ManualVerbalizer
+
+    from helpers import TEXT
+
+    model, tok = plm
+    pm = build_prefix(model, tok, prompt_length=3, **INTERRUPTED_CASES[case]).eval()
+    baseline = PromptForClassification(model, ManualTemplate(tok, text=TEXT),
+                                       ManualVerbalizer(tok, num_classes=2, label_words=[["yes"], ["no"]])).eval()
+    batch = batch_for(pm, tok, examples())
+    with torch.no_grad():
+        expected, prompted = baseline(clone(batch)), pm(clone(batch))
+
+        def interrupt(*args):
+            raise KeyboardInterrupt
+        handle = model.base_model.encoder.layer[1].register_forward_pre_hook(interrupt)
+        with pytest.raises(KeyboardInterrupt):
+            pm(clone(batch))
+        handle.remove()
+        assert torch.equal(baseline(clone(batch)), expected), "the interrupted forward's prompt reached the next one"
+        assert torch.equal(pm(clone(batch)), prompted)  # the template itself arms afresh
+
+
 def test_save_load_round_trip_gives_identical_logits(bert, tmp_path):
     model, tok = bert
     for kw in (CASES["ipt_random-kv"], CASES["m_idpg-phm-hidden"], CASES["prefix-reparam"]):
