@@ -270,6 +270,92 @@ def test_cached_and_uncached_plm_cls_give_identical_logits(bert):
     assert first.shape == again.shape
 
 
+def test_cached_plm_cls_follows_changes_of_the_plms_weights(bert):
+    """A cached M(x) was made with the PLM's weights of its first pass: after the PLM changes (fine-tuning with
+    freeze_plm=False, or trained weights loaded after a first forward) the cache must not answer any more."""
+    model, tok = bert
+    torch.manual_seed(1)
+    cached = build_prefix(model, tok, generator="idpg", idpg={"layer": "dnn", "cache": True})
+    torch.manual_seed(1)
+    fresh = build_prefix(model, tok, generator="idpg", idpg={"layer": "dnn", "cache": False})
+    fresh.template.load_state_dict(cached.template.state_dict())
+    cached.eval(), fresh.eval()
+    batch = batch_for(cached, tok, examples())
+    enc = cached.template.generator.sentence
+    with torch.no_grad():
+        cached(clone(batch))
+        cached(clone(batch))
+        assert enc.passes == 6  # the weights did not change: the second pass reads the cache
+        trained = {k: v + 0.05 * torch.randn_like(v) for k, v in model.state_dict().items() if v.is_floating_point()}
+        model.load_state_dict(trained, strict=False)  # as a checkpoint of a fine-tuned PLM, loaded after a first forward
+        assert torch.allclose(cached(clone(batch)), fresh(clone(batch)), atol=1e-6)
+        assert enc.passes == 12
+        model.bert.encoder.layer[0].attention.self.query.weight.add_(0.1)  # one optimizer step on the PLM
+        assert torch.allclose(cached(clone(batch)), fresh(clone(batch)), atol=1e-6)
+
+
+LONG_INPUT_CASES = {
+    "m_idpg-hidden": dict(generator="idpg", idpg={"layer": "dnn", "hidden": 8}),
+    "s_idpg-input": dict(generator="idpg", idpg={"depth": "single", "layer": "dnn", "hidden": 8}),
+    "s_idpg-late": dict(generator="idpg", injection="late", late_layer=1,
+                        idpg={"depth": "single", "layer": "dnn", "hidden": 8}),
+    "lpt-late": dict(generator="lpt", late_layer=1, lpt={"kind": "appg", "bottleneck": 8}),
+    "prefix-kv-keep": dict(generator="prefix", prefix_positions="keep"),
+}
+
+
+@pytest.mark.parametrize("case", list(LONG_INPUT_CASES))
+def test_input_longer_than_the_models_positions_is_one_clear_error(plm, case):
+    """max_seq_length above the model's positions: one line naming max_seq_length, before anything runs the PLM
+    (IDPG's M(x) pass used to fail first inside the PLM's position table; late / keep prompts add no position
+    and had no check at all)."""
+    from openprompt.data_utils import InputExample
+
+    model, tok = plm
+    pm = build_prefix(model, tok, prompt_length=3, **LONG_INPUT_CASES[case])
+    long = [InputExample(guid="0", text_a=" ".join(["the cat sat on the mat"] * 30), text_b="is it good", label=0)]
+    batch = batch_for(pm, tok, long, max_len=200)
+    n = batch["input_ids"].size(1)
+    limit = pm.template.position_limit
+    assert n > limit == 128
+    room = limit - pm.template.n_prefix
+    with pytest.raises(ValueError, match=rf"{n} input tokens exceed the model's {limit} positions: "
+                                         rf"set max_seq_length <= {room}"):
+        pm(batch)
+
+
+INTERRUPTED_CASES = {"prefix-kv": CASES["prefix-kv"], "ptuning_v2-hidden": CASES["ptuning_v2-hidden"],
+                     "lpt-late": dict(generator="lpt", late_layer=1, lpt={"kind": "plain"})}
+
+
+@pytest.mark.parametrize("case", list(INTERRUPTED_CASES))
+def test_a_forward_that_never_finished_leaves_no_prompt_in_the_next_one(plm, case):
+    """Ctrl-C or out of memory inside the PLM: post_processing_outputs never runs, so nothing disarmed the hooks,
+    and the next forward through the shared PLM (a ManualTemplate baseline, another template) silently got the
+    interrupted batch's prompt."""
+    from openprompt import PromptForClassification
+    from openprompt.prompts import ManualTemplate, ManualVerbalizer
+
+    from helpers import TEXT
+
+    model, tok = plm
+    pm = build_prefix(model, tok, prompt_length=3, **INTERRUPTED_CASES[case]).eval()
+    baseline = PromptForClassification(model, ManualTemplate(tok, text=TEXT),
+                                       ManualVerbalizer(tok, num_classes=2, label_words=[["yes"], ["no"]])).eval()
+    batch = batch_for(pm, tok, examples())
+    with torch.no_grad():
+        expected, prompted = baseline(clone(batch)), pm(clone(batch))
+
+        def interrupt(*args):
+            raise KeyboardInterrupt
+        handle = model.base_model.encoder.layer[1].register_forward_pre_hook(interrupt)
+        with pytest.raises(KeyboardInterrupt):
+            pm(clone(batch))
+        handle.remove()
+        assert torch.equal(baseline(clone(batch)), expected), "the interrupted forward's prompt reached the next one"
+        assert torch.equal(pm(clone(batch)), prompted)  # the template itself arms afresh
+
+
 def test_save_load_round_trip_gives_identical_logits(bert, tmp_path):
     model, tok = bert
     for kw in (CASES["ipt_random-kv"], CASES["m_idpg-phm-hidden"], CASES["prefix-reparam"]):

@@ -252,6 +252,38 @@ def test_prompt_data_loader_keeps_our_flag_without_warning(bert, caplog):
     assert int((flags == 1).sum()) == len("the cat sat on the mat is it good".split())  # text_a + text_b tokens
 
 
+@pytest.mark.parametrize("method", ["tail", "head"])
+@pytest.mark.parametrize("template_name", ["instance_wise", "generated_prefix"])
+def test_head_and_tail_truncation_cut_our_templates_as_openprompts_own(bert, method, template_name):
+    """OpenPrompt's head / tail truncation empties the flag lists key by key, in place, and reads shortenable_ids
+    for every key after it: with our flag listed after shortenable_ids, a text part cut away entirely (a short
+    hypothesis after a long premise; PromptDataLoader's default is tail) raised IndexError."""
+    from openprompt.data_utils import InputExample
+    from openprompt.plms.mlm import MLMTokenizerWrapper
+    from openprompt.prompts import MixedTemplate
+
+    from openprompt_ipt import GeneratedPrefixTemplate, InstanceWiseTemplate
+
+    model, tok = bert
+    long = " ".join(["the cat sat on the mat"] * 8)
+    exs = [InputExample(guid="0", text_a=long, text_b="a dog ran", label=0),   # tail empties text_b
+           InputExample(guid="1", text_a="a dog ran", text_b=long, label=1)]   # head empties text_a
+    if template_name == "instance_wise":
+        ours = InstanceWiseTemplate(model, tok, text=TEXT, strategy="random", prompt_length=2)
+        flag = "instance_token_ids"
+    else:
+        ours = GeneratedPrefixTemplate(model, tok, text=TEXT, generator="prefix", prompt_length=2)
+        flag = "text_part_ids"
+    batches = [next(iter(PromptDataLoader(dataset=exs, template=t, tokenizer=tok, batch_size=2, truncate_method=method,
+                                          tokenizer_wrapper_class=MLMTokenizerWrapper, max_seq_length=MAX_LEN)))
+               for t in (ours, MixedTemplate(model, tok, text=TEXT))]
+    for key in ("input_ids", "attention_mask", "loss_ids"):
+        assert torch.equal(batches[0][key], batches[1][key]), f"{method} truncation cut our {key} differently"
+    words = {tok.convert_tokens_to_ids(w) for w in ("question", "?", ".")} | set(tok.all_special_ids)
+    content = ~torch.isin(batches[0]["input_ids"], torch.tensor(sorted(words)))  # every kept token is text here
+    assert torch.equal(batches[0][flag] > 0, content), f"the {flag} flag does not mark the text left after truncation"
+
+
 def test_a_batch_without_the_flag_warns(bert):
     """A hand-built batch without the content flag used to fall back to the attention mask silently."""
     from openprompt_ipt import InstanceWiseTemplate

@@ -108,6 +108,7 @@ class PLMClsEncoder(nn.Module):
         self.__dict__["injector"] = injector
         self.cache_enabled = cache
         self.cache: Dict[bytes, torch.Tensor] = {}
+        self._cache_stamp = None            # the PLM weights the cached representations were made with
         self.passes = 0                     # examples that went through the PLM (for tests/benchmarks)
         self.cls_id = tokenizer.cls_token_id if tokenizer.cls_token_id is not None else tokenizer.bos_token_id
         self.sep_id = tokenizer.sep_token_id if tokenizer.sep_token_id is not None else tokenizer.eos_token_id
@@ -131,6 +132,19 @@ class PLMClsEncoder(nn.Module):
         self.passes += ids.size(0)
         return out[0][:, 0]
 
+    def _plm_stamp(self) -> tuple:
+        """Changes whenever a PLM weight does: every in-place update (an optimizer step, ``load_state_dict``) bumps
+        its tensor's version counter, and a swapped-in tensor is another object."""
+        return tuple((id(p), p._version) for p in self.plm.parameters())
+
+    def _drop_stale_cache(self) -> None:
+        """A cached M(x) holds the PLM weights of the pass that made it: once they change (the PLM fine-tunes,
+        or trained weights are loaded after a first forward), it would silently disagree with a fresh pass."""
+        stamp = self._plm_stamp()
+        if stamp != self._cache_stamp:
+            self.cache.clear()
+            self._cache_stamp = stamp
+
     def pack(self, input_ids, content_mask, part_ids=None):
         """The (ids, mask) the representation pass reads: the example's own text as a PLM input."""
         return pack_content(input_ids, content_mask, self.cls_id, self.sep_id, self.pad_id, part_ids, self.pair_sep)
@@ -141,6 +155,7 @@ class PLMClsEncoder(nn.Module):
         ids, mask = _pack_on_host(input_ids, content_mask, self.cls_id, self.sep_id, self.pad_id, part_ids, self.pair_sep)
         if not self.cache_enabled:
             return self._encode(ids.to(device), mask.to(device))
+        self._drop_stale_cache()
         lengths = mask.sum(dim=1).tolist()
         keys = [ids[i, :n].numpy().tobytes() for i, n in enumerate(lengths)]
         missing = [i for i, k in enumerate(keys) if k not in self.cache]

@@ -121,10 +121,24 @@ class CallArguments:
 class ArmedHooks:
     """Hooks that stay idle until a forward arms them with a plan; shared by the per-layer and the late injector."""
     plan = None
+    claimed = False  # the PLM forward the plan was armed for has started
     handles: list  # set by each subclass's __init__
 
     def arm(self, plan) -> None:
-        self.plan = plan
+        self.plan, self.claimed = plan, False
+
+    def watch_forwards(self, model: nn.Module) -> None:
+        """A pre-hook on the whole PLM: the first forward after ``arm`` is the plan's own. A plan still armed when
+        the next forward starts was left by a forward that never finished (Ctrl-C, out of memory: nothing disarmed
+        it); it is dropped, so its stale prompt never reaches another template's, or the plain PLM's, forward."""
+        self.handles.append(model.register_forward_pre_hook(self._claim))
+
+    def _claim(self, module, args):
+        if self.plan is not None:
+            if self.claimed:
+                self.plan = None
+            self.claimed = True
+        return None
 
     def disarm(self) -> None:
         self.plan = None
@@ -159,6 +173,7 @@ class LayerPromptInjector(ArmedHooks):
             self.handles.append(attention.register_forward_pre_hook(partial(self._kv_hook, i), with_kwargs=True))
             if i > 0:
                 self.handles.append(layer.register_forward_pre_hook(partial(self._hidden_hook, i), with_kwargs=True))
+        self.watch_forwards(model)
 
     # ---- hooks --------------------------------------------------------------------------------
     # Registered as partial(bound method, i), not closures: copy.deepcopy(model) rebinds a copied bound

@@ -52,6 +52,7 @@ class LatePromptInjector(ArmedHooks):
             signature = inspect.signature(block.forward)
             self._arg_index[i] = {name: positional_index(signature, name) for name in ("hidden_states", "attention_mask")}
             self.handles.append(block.register_forward_pre_hook(partial(self._hook, i), with_kwargs=True))
+        self.watch_forwards(model)
 
     # Registered as partial(bound method, i) (not a closure): a deep copy of the model rebinds to its own injector.
     def _hook(self, i: int, module, args, kwargs):

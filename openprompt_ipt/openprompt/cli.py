@@ -16,10 +16,11 @@ OpenPrompt's own ``ClassificationRunner``. That script needs these changes for o
 5. ``dataset.path`` names OpenPrompt's own dataset folders: the data come from our task loader instead
    (``dataset.path``, ``--data-root`` / ``IPT_ASSETS``, as ``experiments/run.py`` finds them), then
    OpenPrompt's few-shot sampler as in its script;
-6. ``logging.path_base`` must exist beforehand: it is created;
-7. ``dataloader.truncate_method: head`` / ``tail`` crash inside OpenPrompt's tokenizer wrapper on an
-   empty template part (``IndexError`` in ``truncate_from_head``, real CB premises at 128 tokens):
-   ``balanced`` instead, with a note (our runner truncates the same way).
+6. ``logging.path_base`` must exist beforehand: it is created.
+
+``dataloader.truncate_method`` (``head`` / ``tail`` / ``balanced``) is used as given: our templates keep
+OpenPrompt's ``shortenable_ids`` as their last input flag, as its own templates do, so its head / tail
+truncation works on them too.
 
 Our templates' vocab tables are dense by default, so OpenPrompt's AdamW and gradient clipping step them.
 ``--data-root DIR`` is ours; every other option is OpenPrompt's ``get_config``.
@@ -110,15 +111,6 @@ def beside_yaml(config, section: str, yaml_dir: str) -> None:
     path = getattr(node, "file_path", None) if node is not None else None
     if path and not os.path.isabs(path) and not os.path.exists(path) and os.path.exists(os.path.join(yaml_dir, path)):
         node.file_path = os.path.join(yaml_dir, path)
-
-
-def fix_truncation(config) -> None:
-    """Change 7: OpenPrompt's head / tail truncation indexes an empty part's flags and crashes."""
-    method = config.dataloader.truncate_method
-    if method in ("head", "tail"):
-        say(f"dataloader.truncate_method {method}: truncating 'balanced' (OpenPrompt's head/tail crash when a "
-            "template part is empty)")
-        config.dataloader.truncate_method = "balanced"
 
 
 def fix_device(config) -> None:
@@ -243,7 +235,6 @@ def main(argv: Optional[List[str]] = None) -> int:
     for section in (config.template, config.verbalizer):
         beside_yaml(config, section, yaml_dir)
     fix_device(config)
-    fix_truncation(config)
     try:
         train, dev, test, labels = load_examples(args.config_yaml, data_root, config)
     except (KeyError, ValueError, FileNotFoundError, ImportError) as e:

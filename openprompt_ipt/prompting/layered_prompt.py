@@ -99,11 +99,28 @@ def prompt_positions(generator, placement: Placement) -> int:
     return generator.n_positions
 
 
+def check_room(generator, placement: Placement, n: int) -> None:
+    """The ``n`` input tokens plus the prompt's numbered positions must fit the model's positions: one clear line,
+    not a bare index error from the PLM's position table (or from IDPG's prompt-free M(x) pass over the text)."""
+    p, limit = prompt_positions(generator, placement), placement.position_limit
+    if n + p <= limit:
+        return
+    if p == 0:
+        raise ValueError(f"{n} input tokens exceed the model's {limit} positions: set max_seq_length <= {limit}")
+    if placement.injection == "kv":
+        raise ValueError(f"{p} prefix positions + {n} input tokens exceed the model's {limit} positions: "
+                         f"set max_seq_length <= {limit - p} (the tokenizer's max_length under 🤗 Transformers), "
+                         "use fewer prefix tokens, or prefix_positions: keep")
+    raise ValueError(f"{p} prompt tokens + {n} input tokens exceed the model's {limit} positions: "
+                     f"set max_seq_length <= {limit - p} or use fewer prompt tokens")
+
+
 def place_prompts(generator, injector, placement: Placement, batch, inputs: InstanceInputs):
     """Put this batch's prompts in: ``batch`` (holding ``inputs_embeds``, ``attention_mask`` and maybe
     ``token_type_ids``) may gain positions and ``position_ids``; the hooks are armed. Returns ``keep``
     (the new index of each original position), the number of late prompt positions (``late``: they lead the
     sequence above late_layer), or ``None`` when no position was added."""
+    check_room(generator, placement, inputs.attention_mask.size(1))  # before begin: IDPG's M(x) pass runs the PLM
     state = generator.begin(inputs)
     if placement.injection == "late":
         if generator.uses_previous:  # LPT: made from the hidden states where it joins
@@ -116,14 +133,8 @@ def place_prompts(generator, injector, placement: Placement, batch, inputs: Inst
     uses_previous = generator.uses_previous
     attention_mask = inputs.attention_mask
     if placement.injection == "kv":
-        p, n = generator.n_positions, attention_mask.size(1)
         if placement.prefix_positions == "shift":
-            limit = placement.position_limit
-            if p + n > limit:
-                raise ValueError(f"{p} prefix positions + {n} input tokens exceed the model's {limit} positions: "
-                                 f"set max_seq_length <= {limit - p} (the tokenizer's max_length under 🤗 Transformers), "
-                                 "use fewer prefix tokens, or prefix_positions: keep")
-            batch["position_ids"] = shifted_position_ids(placement.model_config, attention_mask, p)
+            batch["position_ids"] = shifted_position_ids(placement.model_config, attention_mask, generator.n_positions)
         injector.arm(InjectionPlan("kv", provider, uses_previous))
         return None
     parts = inputs.part_ids if inputs.part_ids is not None else torch.zeros_like(inputs.input_ids)

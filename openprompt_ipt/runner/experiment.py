@@ -151,7 +151,7 @@ def run_experiment(cfg: Dict, root: str | None = None, output_dir: str | None = 
         started_from["init_from"] = init_from_run(model, cfg, labels)
     n_prefix = getattr(model.template, "n_prefix", 0)
     max_len = min(int(cfg["plm"]["max_seq_length"]), max_positions(model.plm.config) - n_prefix)
-    wrapper = wrapper_class(max_seq_length=max_len, tokenizer=tokenizer, truncate_method="balanced")  # OpenPrompt's "tail" crashes when a part empties
+    wrapper = wrapper_class(max_seq_length=max_len, tokenizer=tokenizer, truncate_method="balanced")  # head / tail: the OpenPrompt cli
     feats = {name: encode_examples(exs, model.template, wrapper, desc=name, show_progress=show_progress)
              for name, exs in (("train", train), ("dev", dev), ("test", test))}
     tcfg = cfg["train"]

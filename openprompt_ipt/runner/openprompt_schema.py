@@ -208,8 +208,8 @@ def to_ours(raw: Dict, base_dir: str = ".", gpus: Optional[int] = None) -> Tuple
     if dl.get("max_seq_length") is not None:
         out["plm"]["max_seq_length"] = _value("dataloader.max_seq_length", dl["max_seq_length"], "plm.max_seq_length")
     if dl.get("truncate_method") not in (None, "balanced"):
-        notes.append(f"dataloader.truncate_method {dl['truncate_method']}: we truncate 'balanced' (OpenPrompt's "
-                     "head/tail crash when a text part empties)")
+        notes.append(f"dataloader.truncate_method {dl['truncate_method']}: our runner truncates 'balanced' only "
+                     "(python -m openprompt_ipt.openprompt.cli uses OpenPrompt's head / tail)")
     # ---- train / dev / test
     tr = _section(raw, "train")
     op_train = ("num_epochs", "num_training_steps", "batch_size", "shuffle_data", "teacher_forcing",

@@ -35,7 +35,9 @@ __all__ = ["GeneratedPrefixTemplate", "SECTIONS"]
 
 
 class GeneratedPrefixTemplate(TrainedTemplateMixin, MixedTemplate):
-    registered_inputflag_names = ["soft_token_ids", "loss_ids", "shortenable_ids", "text_part_ids"]
+    # shortenable_ids last, as in OpenPrompt's own templates: its head/tail truncation empties the flag lists in
+    # place key by key, and reads shortenable_ids for every key after it (IndexError on an emptied part)
+    registered_inputflag_names = ["soft_token_ids", "loss_ids", "text_part_ids", "shortenable_ids"]
 
     def __init__(self, model, tokenizer, text: Optional[str] = None, generator: str = "prefix",
                  injection: Optional[str] = None, prompt_length: int = 5, insert_position: int = 0,

@@ -26,7 +26,9 @@ __all__ = ["InstanceWiseTemplate", "STRATEGY_NAMES"]
 
 
 class InstanceWiseTemplate(TrainedTemplateMixin, MixedTemplate):
-    registered_inputflag_names = ["soft_token_ids", "loss_ids", "shortenable_ids", "instance_token_ids"]
+    # shortenable_ids last, as in OpenPrompt's own templates: its head/tail truncation empties the flag lists in
+    # place key by key, and reads shortenable_ids for every key after it (IndexError on an emptied part)
+    registered_inputflag_names = ["soft_token_ids", "loss_ids", "instance_token_ids", "shortenable_ids"]
 
     def __init__(self, model, tokenizer, text: Optional[str] = None, strategy: str = "random",
                  prompt_length: int = 16, task_prompt_length: int = 0, token_source: str = "content",
