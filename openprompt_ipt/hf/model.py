@@ -101,6 +101,9 @@ class InstancePromptModel(nn.Module):
         self.register_buffer("special_ids", torch.tensor(ids, dtype=torch.long), persistent=False)
         self.__dict__["tokenizer"] = tokenizer
         self.__dict__["_tokenizer_record"] = tokenizer_record(tokenizer)
+        # the base's mode for the prompt too (from_pretrained gives eval): a new nn.Module starts in training mode,
+        # and a generator's dropout would then draw other logits at every call of an eval-mode model
+        self.train(model.training)
 
     @staticmethod
     def _label_word_ids(model, tokenizer, label_words):
@@ -366,7 +369,7 @@ class InstancePromptModel(nn.Module):
                 raise ValueError(f"'{directory}': {name} is {tuple(tensor.shape)} but the prompt expects "
                                  f"{tuple(own[name].shape)}")
             own[name].data.copy_(tensor)
-        return wrapped
+        return wrapped.eval()  # ready to predict, as transformers' and PEFT's from_pretrained; the Trainer's train() trains
 
 
 def _read_saved(directory: str):
