@@ -34,3 +34,19 @@ def test_a_loaded_model_predicts_the_same_twice_and_trains_further(plm, case, tm
     trainer_for(loaded, tok, dataset(tok), tmp_path / "more", max_steps=2, save_strategy="no").train()
     assert any(not torch.equal(p, before[n]) for n, p in _trained(loaded).items())
 
+
+@pytest.mark.parametrize("case", ["ipt-encoder", "prefix_ipt-encoder", "m_idpg-phm-cls", "lpt-npg"])
+def test_a_base_loaded_in_bf16(plm, case, tmp_path):
+    """A base in bf16 (``from_pretrained(..., dtype=torch.bfloat16)``) wrapped as it is: the prompt generators
+    read the PLM's bf16 embeddings and predict what the fp32 model predicts, to bf16's precision."""
+    mlm, tok = plm
+    base = classifier_from(mlm, initializer_range=0.2)
+    full = _wrap(base, case, tmp_path, mlm, tok)
+    half = _wrap(base.to(torch.bfloat16), case, tmp_path, mlm, tok)
+    half.load_state_dict(full.state_dict())
+    batch = _batch(tok)
+    with torch.no_grad():
+        logits = half(**batch).logits
+        expected = full(**batch).logits
+    assert logits.dtype == torch.bfloat16
+    torch.testing.assert_close(logits.float(), expected, rtol=0, atol=0.1)
