@@ -50,3 +50,55 @@ def test_a_base_loaded_in_bf16(plm, case, tmp_path):
         expected = full(**batch).logits
     assert logits.dtype == torch.bfloat16
     torch.testing.assert_close(logits.float(), expected, rtol=0, atol=0.1)
+
+
+def _head(mlm, auto_class, num_labels=3):
+    import copy
+
+    import transformers
+
+    cfg = copy.deepcopy(mlm.config)
+    cfg.num_labels = num_labels
+    torch.manual_seed(1)
+    return getattr(transformers, auto_class).from_config(cfg).eval()
+
+
+@pytest.mark.parametrize("auto_class", ["AutoModelForQuestionAnswering", "AutoModelForMultipleChoice"])
+def test_a_head_whose_positions_the_prompt_would_shift_is_one_line(bert, auto_class, tmp_path):
+    """A QA head's start / end logits came back with the prompt's positions in them (answer spans silently off by
+    the prompt); a multiple-choice head crashed in the first forward. Both are refused when the prompt is built."""
+    mlm, tok = bert
+    with pytest.raises(ValueError, match="is not supported: its outputs per position would count the prompt") as e:
+        _wrap(_head(mlm, auto_class, num_labels=2), "ipt-random", tmp_path, mlm, tok)
+    _one_line(e)
+
+
+@pytest.mark.parametrize("case", ["ipt-random", "p_tuning_v2-kv", "m_idpg-phm-cls", "s_idpg-dnn-cls", "lpt-mppg"])
+def test_token_level_heads_at_the_callers_positions(plm, case, tmp_path):
+    """A token classifier's logits, its loss and a bare encoder's last_hidden_state are at the tokenizer's
+    positions, whatever the prompt adds: logits = classifier(last hidden state), the loss is the head's
+    cross-entropy over them (-100 ignored), and the Trainer trains it."""
+    mlm, tok = plm
+    model = _wrap(_head(mlm, "AutoModelForTokenClassification"), case, tmp_path, mlm, tok)
+    batch = _batch(tok)
+    labels = (batch["input_ids"] % 3).masked_fill(batch["special_tokens_mask"].bool(), -100)
+    with torch.no_grad():
+        out = model(**batch, labels=labels, output_hidden_states=True)
+        expected = model.classifier(out.hidden_states[-1])
+    assert out.logits.shape == (*batch["input_ids"].shape, 3)
+    torch.testing.assert_close(out.logits, expected, rtol=0, atol=1e-5)
+    torch.testing.assert_close(out.loss, torch.nn.functional.cross_entropy(expected.flatten(0, 1), labels.flatten()),
+                               rtol=0, atol=1e-5)
+    assert model(**batch, labels=labels, return_dict=False)[0].ndim == 0  # the loss first, as the head's tuple
+    from datasets import Dataset
+
+    rows = Dataset.from_dict({k: v.tolist() for k, v in dict(batch, labels=labels).items()})
+    before = _trained(model)
+    trainer_for(model, tok, rows, tmp_path / "run", max_steps=2, save_strategy="no").train()
+    assert any(not torch.equal(p, before[n]) for n, p in _trained(model).items())
+
+    encoder = _wrap(_head(mlm, "AutoModel"), case, tmp_path, mlm, tok)
+    with torch.no_grad():
+        out = encoder(**batch, output_hidden_states=True)
+    assert out.last_hidden_state.shape[:2] == batch["input_ids"].shape
+    torch.testing.assert_close(out.last_hidden_state, out.hidden_states[-1], rtol=0, atol=0)

@@ -35,6 +35,9 @@ CONFIG_FILE = "instance_prompt_config.json"           # a readable copy of CONFI
 OLD_WEIGHTS_FILE = "instance_prompt.safetensors"      # format 1: weights + CONFIG_FILE, still read
 # BERT-style encoders: the families whose layout the per-layer injection finds (injection/layout.py)
 FAMILIES = ("bert", "roberta", "xlm-roberta", "camembert", "electra", "ernie", "data2vec-text", "roberta-prelayernorm")
+# heads whose per-position outputs the prompt positions would shift, unseen (start/end logits, choices, pretraining
+# and next-token heads): refused when the prompt is built
+UNSUPPORTED_HEADS = ("ForQuestionAnswering", "ForMultipleChoice", "ForPreTraining", "ForCausalLM", "LMHeadModel")
 # what a saved prompt must agree on with the model it is loaded onto
 FINGERPRINT = ("model_type", "hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size",
                "max_position_embeddings", "num_labels")
@@ -71,6 +74,11 @@ class InstancePromptModel(nn.Module):
         if family not in FAMILIES:
             raise ValueError(f"unsupported architecture '{family}' ({type(model).__name__}): instance prompts support "
                              f"BERT-style encoders: {', '.join(FAMILIES)}")
+        head = type(model).__name__
+        if head.endswith(UNSUPPORTED_HEADS):
+            raise ValueError(f"{head} is not supported: its outputs per position would count the prompt's positions; "
+                             "wrap a ...ForSequenceClassification, ...ForTokenClassification, a masked LM, or the bare "
+                             "encoder (AutoModel)")
         tokenizer = tokenizer if tokenizer is not None else _load_tokenizer(model)
         check_against_model(tokenizer, model)
         self.prompt_config = config
@@ -96,6 +104,8 @@ class InstancePromptModel(nn.Module):
         self.register_buffer("label_word_ids", self._label_word_ids(model, tokenizer, config.label_words),
                              persistent=False)
         self.mask_token_id = tokenizer.mask_token_id
+        # token-level heads (token classification, masked LM): their loss is computed at the caller's positions
+        self._token_labels = head.endswith("ForTokenClassification") or model.get_output_embeddings() is not None
         # the tokenizer's special ids, for batches without special_tokens_mask
         ids = sorted({int(i) for i in getattr(tokenizer, "all_special_ids", []) if i is not None})
         self.register_buffer("special_ids", torch.tensor(ids, dtype=torch.long), persistent=False)
@@ -276,20 +286,27 @@ class InstancePromptModel(nn.Module):
             keep = place_prompts(self.generator, self.injector, self.placement, batch,
                                  InstanceInputs(input_ids, attention_mask, content, parts))
         verbalize = self.label_word_ids.numel() > 0
+        token_loss = labels is not None and self._token_labels and not verbalize
         try:
-            out = self.base_model(**batch, labels=None if verbalize else labels, output_attentions=output_attentions,
-                                  output_hidden_states=output_hidden_states, return_dict=True)
+            out = self.base_model(**batch, labels=None if verbalize or token_loss else labels,
+                                  output_attentions=output_attentions, output_hidden_states=output_hidden_states,
+                                  return_dict=True)
         finally:
             if self.injector is not None:
                 self.injector.disarm()
-        # back to the caller's positions: hidden states always, logits when they are per token (MLM heads)
+        # back to the caller's positions: hidden states always, logits when they are per token (token / MLM heads),
+        # a bare encoder's last_hidden_state
         token_logits = getattr(out, "logits", None) is not None and out.logits.dim() == 3
-        view = SimpleNamespace(logits=out.logits if token_logits else None, hidden_states=out.hidden_states)
-        view = trim_outputs(view, n_prefix) if self.placement is None else release_prompts(None, view, keep)
+        view = self._at_caller_positions(out.logits if token_logits else None, out.hidden_states, n_prefix, keep)
         if token_logits:
             out.logits = view.logits
         if out.hidden_states is not None:
             out.hidden_states = view.hidden_states
+        if getattr(out, "last_hidden_state", None) is not None:
+            out.last_hidden_state = self._at_caller_positions(out.last_hidden_state, None, n_prefix, keep).logits
+        if token_loss:  # the head's own loss (cross-entropy, -100 ignored), over the caller's positions
+            loss = nn.functional.cross_entropy(out.logits.reshape(-1, out.logits.size(-1)), labels.reshape(-1))
+            out = type(out)(loss=loss, **{k: v for k, v in out.items() if k != "loss"})
         if verbalize:  # a masked LM read through label words: the classifier's output
             from transformers.modeling_outputs import SequenceClassifierOutput
 
@@ -299,6 +316,11 @@ class InstancePromptModel(nn.Module):
                                            attentions=out.attentions)
         use_dict = return_dict if return_dict is not None else getattr(self.config, "return_dict", True)
         return out if use_dict else out.to_tuple()
+
+    def _at_caller_positions(self, per_token, hidden_states, n_prefix, keep):
+        """``per_token`` (B, n', ...) and every hidden state without the prompt's positions."""
+        view = SimpleNamespace(logits=per_token, hidden_states=hidden_states)
+        return trim_outputs(view, n_prefix) if self.placement is None else release_prompts(None, view, keep)
 
     # ---- save / load ------------------------------------------------------------------------------
     def push_to_hub(self, repo_id: str, commit_message: str = "Upload instance prompt", private: Optional[bool] = None,
@@ -422,8 +444,9 @@ def _saved_tokenizer(directory: str, record: dict, model):
 
 
 def get_instance_prompt_model(model: nn.Module, config: InstancePromptConfig, tokenizer=None) -> InstancePromptModel:
-    """Wrap a 🤗 ``...ForSequenceClassification`` (BERT / RoBERTa family) with the instance prompt ``config``
-    names; the backbone freezes, the prompt and the head (``config.modules_to_save``) train."""
+    """Wrap a 🤗 ``...ForSequenceClassification`` (BERT / RoBERTa family; also a token classifier, a masked LM or the
+    bare encoder) with the instance prompt ``config`` names; the backbone freezes, the prompt and the head
+    (``config.modules_to_save``) train."""
     return InstancePromptModel(model, config, tokenizer=tokenizer)
 
 
