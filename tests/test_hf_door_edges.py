@@ -102,3 +102,38 @@ def test_token_level_heads_at_the_callers_positions(plm, case, tmp_path):
         out = encoder(**batch, output_hidden_states=True)
     assert out.last_hidden_state.shape[:2] == batch["input_ids"].shape
     torch.testing.assert_close(out.last_hidden_state, out.hidden_states[-1], rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("case", ["ipt-random", "m_idpg-phm-cls"])
+def test_a_model_frozen_for_inference_still_saves_its_prompt(plm, case, tmp_path):
+    """``model.requires_grad_(False)`` (an inference habit) then ``save_pretrained`` over the trained folder wrote
+    a model.safetensors holding the config alone: the trained prompt was gone, and the folder no longer loaded.
+    A checkpoint holds what trained since the prompt was built; ``from_pretrained(..., is_trainable=False)``
+    (PEFT's keyword) hands back such a frozen model, which saves and loads as the trained one."""
+    mlm, tok = plm
+    model = _wrap(classifier_from(mlm, initializer_range=0.2), case, tmp_path, mlm, tok)
+    folder = str(tmp_path / "p")
+    model.save_pretrained(folder)
+    model.requires_grad_(False)
+    model.save_pretrained(folder)  # over the trained folder
+    frozen = InstancePromptModel.from_pretrained(classifier_from(mlm, initializer_range=0.2), folder, tok,
+                                                 is_trainable=False)
+    assert frozen.num_trainable_parameters() == 0 and not frozen.training
+    frozen.save_pretrained(str(tmp_path / "again"))
+    loaded = InstancePromptModel.from_pretrained(classifier_from(mlm, initializer_range=0.2), str(tmp_path / "again"), tok)
+    assert loaded.num_trainable_parameters() == sum(p.numel() for p in model.saved_parameters().values()) > 0
+    batch = _batch(tok)
+    with torch.no_grad():
+        expected = model.eval()(**batch).logits
+        torch.testing.assert_close(frozen(**batch).logits, expected, rtol=0, atol=1e-6)
+        torch.testing.assert_close(loaded(**batch).logits, expected, rtol=0, atol=1e-6)
+
+
+def test_base_model_arguments_with_a_given_base_are_one_line(bert, tmp_path):
+    """``from_pretrained(base, dir, tok, dtype=torch.bfloat16)``: the keyword arguments build the base in the one-call
+    form; with a base given they were dropped without a word (the model stayed fp32)."""
+    mlm, tok = bert
+    _wrap(classifier_from(mlm), "p_tuning_v2-kv", tmp_path, mlm, tok).save_pretrained(str(tmp_path / "p"))
+    with pytest.raises(ValueError, match=r"\['dtype'\] go to the base model's from_pretrained, but the base was given") as e:
+        InstancePromptModel.from_pretrained(classifier_from(mlm), str(tmp_path / "p"), tok, dtype=torch.bfloat16)
+    _one_line(e)

@@ -111,6 +111,8 @@ class InstancePromptModel(nn.Module):
         self.register_buffer("special_ids", torch.tensor(ids, dtype=torch.long), persistent=False)
         self.__dict__["tokenizer"] = tokenizer
         self.__dict__["_tokenizer_record"] = tokenizer_record(tokenizer)
+        # what a checkpoint holds, fixed now: freezing the model for inference must not empty its saved prompt
+        self._trained_names = frozenset(n for n, p in self.named_parameters() if p.requires_grad)
         # the base's mode for the prompt too (from_pretrained gives eval): a new nn.Module starts in training mode,
         # and a generator's dropout would then draw other logits at every call of an eval-mode model
         self.train(model.training)
@@ -217,6 +219,12 @@ class InstancePromptModel(nn.Module):
         self.activation_checkpointing_enable(gradient_checkpointing_kwargs, **kwargs)
 
     # ---- checkpoints: only what trains, with the prompt's config ------------------------------------------------
+    def saved_parameters(self) -> dict:
+        """``{name: parameter}`` a checkpoint holds: what trains since the prompt was built (prompt, generator,
+        head) and whatever else requires grad now; a model frozen for inference (``requires_grad_(False)``,
+        ``from_pretrained(..., is_trainable=False)``) still saves and loads its prompt."""
+        return {n: p for n, p in self.named_parameters() if n in self._trained_names or p.requires_grad}
+
     def saved_config(self) -> dict:
         """What a saved folder records: the prompt, the base (fingerprint, name or path) and the tokenizer."""
         base = dict(fingerprint(self.base_model), name_or_path=getattr(self.config, "_name_or_path", "") or "")
@@ -229,7 +237,7 @@ class InstancePromptModel(nn.Module):
         was, and a masked LM's tied vocabulary head cannot stop their safetensors writer. The frozen weights are
         ``self.base_model.state_dict()``; ``load_state_dict`` reads either."""
         out = super().state_dict(*args, destination=destination, prefix=prefix, keep_vars=keep_vars)
-        keep = {prefix + name for name, p in self.named_parameters() if p.requires_grad}
+        keep = {prefix + name for name in self.saved_parameters()}
         for key in [k for k in out if k.startswith(prefix) and k not in keep]:
             del out[key]
         out[prefix + CONFIG_KEY] = torch.tensor(list(json.dumps(self.saved_config()).encode("utf-8")),
@@ -251,7 +259,7 @@ class InstancePromptModel(nn.Module):
         """Reads what ``state_dict`` wrote (the Trainer's resume and ``load_best_model_at_end``): the frozen base
         is not expected, a trainable tensor is; a checkpoint of another prompt config is one line."""
         result = super().load_state_dict(state_dict, strict=False, **({"assign": True} if assign else {}))  # torch<2.1
-        trainable = {n for n, p in self.named_parameters() if p.requires_grad}
+        trainable = set(self.saved_parameters())
         missing = [k for k in result.missing_keys if k in trainable]
         if strict and (missing or result.unexpected_keys):
             raise RuntimeError(f"load_state_dict: missing trained tensors {missing[:5]}, unexpected "
@@ -353,14 +361,19 @@ class InstancePromptModel(nn.Module):
 
     @classmethod
     def from_pretrained(cls, model=None, directory: Optional[str] = None, tokenizer=None, method: Optional[str] = None,
-                        **base_kwargs):
+                        is_trainable: bool = True, **base_kwargs):
         """``from_pretrained(dir)``: rebuild the base from the name or path recorded at save time (as PEFT's
         ``AutoPeftModelFor...``; ``base_kwargs`` go to its ``from_pretrained``), then the prompt, and load the
         weights. ``from_pretrained(base, dir, tokenizer)``: onto the base given. ``dir`` is what ``save_pretrained``
-        or ``Trainer.save_model`` wrote; ``method`` (optional) is the method the caller expects it to hold."""
+        or ``Trainer.save_model`` wrote; ``method`` (optional) is the method the caller expects it to hold.
+        The model comes back in eval mode; ``is_trainable=False`` (PEFT's keyword) also freezes the prompt and head."""
         if directory is None and isinstance(model, (str, os.PathLike)):
             model, directory = None, model
         directory = os.fspath(directory)
+        if model is not None and base_kwargs:  # they would build the base, which the caller already built
+            raise ValueError(f"from_pretrained: {sorted(base_kwargs)} go to the base model's from_pretrained, but the "
+                             f"base was given: load the base with them, or call "
+                             f"InstancePromptModel.from_pretrained('{directory}', ...) to build it")
         saved, weights = _read_saved(directory)
         if not isinstance(saved, dict) or not isinstance(saved.get("prompt", {}), dict):
             raise ValueError(f"'{os.path.join(directory, CONFIG_FILE)}' holds a {type(saved).__name__}, not the JSON "
@@ -381,7 +394,7 @@ class InstancePromptModel(nn.Module):
             tokenizer = _saved_tokenizer(directory, saved.get("tokenizer") or {}, model)
         check_against_record(tokenizer, saved.get("tokenizer"), directory)
         wrapped = cls(model, InstancePromptConfig.from_dict(prompt), tokenizer=tokenizer)
-        own = {n: p for n, p in wrapped.named_parameters() if p.requires_grad}
+        own = wrapped.saved_parameters()
         missing, unknown = sorted(set(own) - set(weights)), sorted(set(weights) - set(own))
         if missing or unknown:
             raise ValueError(f"'{directory}' lacks {missing[:3]} / has unknown {unknown[:3]}: it was not saved from a "
@@ -391,6 +404,8 @@ class InstancePromptModel(nn.Module):
                 raise ValueError(f"'{directory}': {name} is {tuple(tensor.shape)} but the prompt expects "
                                  f"{tuple(own[name].shape)}")
             own[name].data.copy_(tensor)
+        if not is_trainable:
+            wrapped.requires_grad_(False)
         return wrapped.eval()  # ready to predict, as transformers' and PEFT's from_pretrained; the Trainer's train() trains
 
 
