@@ -296,9 +296,10 @@ class InstancePromptModel(nn.Module):
         verbalize = self.label_word_ids.numel() > 0
         token_loss = labels is not None and self._token_labels and not verbalize
         try:
-            out = self.base_model(**batch, labels=None if verbalize or token_loss else labels,
-                                  output_attentions=output_attentions, output_hidden_states=output_hidden_states,
-                                  return_dict=True)
+            if labels is not None and not (verbalize or token_loss):  # only then: a bare encoder takes no labels
+                batch["labels"] = labels
+            out = self.base_model(**batch, output_attentions=output_attentions,
+                                  output_hidden_states=output_hidden_states, return_dict=True)
         finally:
             if self.injector is not None:
                 self.injector.disarm()
