@@ -137,3 +137,19 @@ def test_base_model_arguments_with_a_given_base_are_one_line(bert, tmp_path):
     with pytest.raises(ValueError, match=r"\['dtype'\] go to the base model's from_pretrained, but the base was given") as e:
         InstancePromptModel.from_pretrained(classifier_from(mlm), str(tmp_path / "p"), tok, dtype=torch.bfloat16)
     _one_line(e)
+
+
+@pytest.mark.parametrize("case, room", [("ipt-random", 123), ("p_tuning_v2-hidden", 125), ("s_idpg-dnn-cls", 125),
+                                        ("p_tuning_v2-kv", 125)])
+def test_a_batch_the_prompt_overflows_names_the_tokenizers_max_length(bert, case, room, tmp_path):
+    """Texts truncated to the model's 128 positions leave no room for the prompt: one line naming the
+    tokenizer's max_length to truncate to (it named only OpenPrompt's max_seq_length for input and hidden prompts)."""
+    mlm, tok = bert
+    model = _wrap(classifier_from(mlm), case, tmp_path, mlm, tok)
+    batch = tok([" ".join(["good"] * 200)], truncation=True, return_tensors="pt")
+    assert batch["input_ids"].shape[1] == 128
+    with pytest.raises(ValueError, match=rf"<= {room} \(the tokenizer's max_length under 🤗 Transformers\)") as e:
+        model(**batch)
+    _one_line(e)
+    batch = tok([" ".join(["good"] * 200)], truncation=True, max_length=room, return_tensors="pt")
+    assert model(**batch).logits.shape == (1, 2)
