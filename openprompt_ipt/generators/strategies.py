@@ -96,8 +96,8 @@ class EncoderIPT(InstancePromptGenerator):
     def forward(self, input_ids, content_mask, attention_mask):
         ids, mask = utilized_content_ids(input_ids, self.source_mask(content_mask, attention_mask), self.rate,
                                          pad_id=self.pad_token_id, max_tokens=self.max_source_tokens)
-        with torch.no_grad():
-            x = self.source(ids)
+        with torch.no_grad():  # the PLM's own table is in the PLM's dtype (bf16 / fp16 base): the encoder's, then
+            x = self.source(ids).to(next(self.encoder.parameters()).dtype)
         return self.encoder(x, mask)
 
 

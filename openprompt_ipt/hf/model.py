@@ -35,6 +35,9 @@ CONFIG_FILE = "instance_prompt_config.json"           # a readable copy of CONFI
 OLD_WEIGHTS_FILE = "instance_prompt.safetensors"      # format 1: weights + CONFIG_FILE, still read
 # BERT-style encoders: the families whose layout the per-layer injection finds (injection/layout.py)
 FAMILIES = ("bert", "roberta", "xlm-roberta", "camembert", "electra", "ernie", "data2vec-text", "roberta-prelayernorm")
+# heads whose per-position outputs the prompt positions would shift, unseen (start/end logits, choices, pretraining
+# and next-token heads): refused when the prompt is built
+UNSUPPORTED_HEADS = ("ForQuestionAnswering", "ForMultipleChoice", "ForPreTraining", "ForCausalLM", "LMHeadModel")
 # what a saved prompt must agree on with the model it is loaded onto
 FINGERPRINT = ("model_type", "hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size",
                "max_position_embeddings", "num_labels")
@@ -71,6 +74,11 @@ class InstancePromptModel(nn.Module):
         if family not in FAMILIES:
             raise ValueError(f"unsupported architecture '{family}' ({type(model).__name__}): instance prompts support "
                              f"BERT-style encoders: {', '.join(FAMILIES)}")
+        head = type(model).__name__
+        if head.endswith(UNSUPPORTED_HEADS):
+            raise ValueError(f"{head} is not supported: its outputs per position would count the prompt's positions; "
+                             "wrap a ...ForSequenceClassification, ...ForTokenClassification, a masked LM, or the bare "
+                             "encoder (AutoModel)")
         tokenizer = tokenizer if tokenizer is not None else _load_tokenizer(model)
         check_against_model(tokenizer, model)
         self.prompt_config = config
@@ -96,11 +104,18 @@ class InstancePromptModel(nn.Module):
         self.register_buffer("label_word_ids", self._label_word_ids(model, tokenizer, config.label_words),
                              persistent=False)
         self.mask_token_id = tokenizer.mask_token_id
+        # token-level heads (token classification, masked LM): their loss is computed at the caller's positions
+        self._token_labels = head.endswith("ForTokenClassification") or model.get_output_embeddings() is not None
         # the tokenizer's special ids, for batches without special_tokens_mask
         ids = sorted({int(i) for i in getattr(tokenizer, "all_special_ids", []) if i is not None})
         self.register_buffer("special_ids", torch.tensor(ids, dtype=torch.long), persistent=False)
         self.__dict__["tokenizer"] = tokenizer
         self.__dict__["_tokenizer_record"] = tokenizer_record(tokenizer)
+        # what a checkpoint holds, fixed now: freezing the model for inference must not empty its saved prompt
+        self._trained_names = frozenset(n for n, p in self.named_parameters() if p.requires_grad)
+        # the base's mode for the prompt too (from_pretrained gives eval): a new nn.Module starts in training mode,
+        # and a generator's dropout would then draw other logits at every call of an eval-mode model
+        self.train(model.training)
 
     @staticmethod
     def _label_word_ids(model, tokenizer, label_words):
@@ -204,6 +219,12 @@ class InstancePromptModel(nn.Module):
         self.activation_checkpointing_enable(gradient_checkpointing_kwargs, **kwargs)
 
     # ---- checkpoints: only what trains, with the prompt's config ------------------------------------------------
+    def saved_parameters(self) -> dict:
+        """``{name: parameter}`` a checkpoint holds: what trains since the prompt was built (prompt, generator,
+        head) and whatever else requires grad now; a model frozen for inference (``requires_grad_(False)``,
+        ``from_pretrained(..., is_trainable=False)``) still saves and loads its prompt."""
+        return {n: p for n, p in self.named_parameters() if n in self._trained_names or p.requires_grad}
+
     def saved_config(self) -> dict:
         """What a saved folder records: the prompt, the base (fingerprint, name or path) and the tokenizer."""
         base = dict(fingerprint(self.base_model), name_or_path=getattr(self.config, "_name_or_path", "") or "")
@@ -216,7 +237,7 @@ class InstancePromptModel(nn.Module):
         was, and a masked LM's tied vocabulary head cannot stop their safetensors writer. The frozen weights are
         ``self.base_model.state_dict()``; ``load_state_dict`` reads either."""
         out = super().state_dict(*args, destination=destination, prefix=prefix, keep_vars=keep_vars)
-        keep = {prefix + name for name, p in self.named_parameters() if p.requires_grad}
+        keep = {prefix + name for name in self.saved_parameters()}
         for key in [k for k in out if k.startswith(prefix) and k not in keep]:
             del out[key]
         out[prefix + CONFIG_KEY] = torch.tensor(list(json.dumps(self.saved_config()).encode("utf-8")),
@@ -238,7 +259,7 @@ class InstancePromptModel(nn.Module):
         """Reads what ``state_dict`` wrote (the Trainer's resume and ``load_best_model_at_end``): the frozen base
         is not expected, a trainable tensor is; a checkpoint of another prompt config is one line."""
         result = super().load_state_dict(state_dict, strict=False, **({"assign": True} if assign else {}))  # torch<2.1
-        trainable = {n for n, p in self.named_parameters() if p.requires_grad}
+        trainable = set(self.saved_parameters())
         missing = [k for k in result.missing_keys if k in trainable]
         if strict and (missing or result.unexpected_keys):
             raise RuntimeError(f"load_state_dict: missing trained tensors {missing[:5]}, unexpected "
@@ -273,20 +294,28 @@ class InstancePromptModel(nn.Module):
             keep = place_prompts(self.generator, self.injector, self.placement, batch,
                                  InstanceInputs(input_ids, attention_mask, content, parts))
         verbalize = self.label_word_ids.numel() > 0
+        token_loss = labels is not None and self._token_labels and not verbalize
         try:
-            out = self.base_model(**batch, labels=None if verbalize else labels, output_attentions=output_attentions,
+            if labels is not None and not (verbalize or token_loss):  # only then: a bare encoder takes no labels
+                batch["labels"] = labels
+            out = self.base_model(**batch, output_attentions=output_attentions,
                                   output_hidden_states=output_hidden_states, return_dict=True)
         finally:
             if self.injector is not None:
                 self.injector.disarm()
-        # back to the caller's positions: hidden states always, logits when they are per token (MLM heads)
+        # back to the caller's positions: hidden states always, logits when they are per token (token / MLM heads),
+        # a bare encoder's last_hidden_state
         token_logits = getattr(out, "logits", None) is not None and out.logits.dim() == 3
-        view = SimpleNamespace(logits=out.logits if token_logits else None, hidden_states=out.hidden_states)
-        view = trim_outputs(view, n_prefix) if self.placement is None else release_prompts(None, view, keep)
+        view = self._at_caller_positions(out.logits if token_logits else None, out.hidden_states, n_prefix, keep)
         if token_logits:
             out.logits = view.logits
         if out.hidden_states is not None:
             out.hidden_states = view.hidden_states
+        if getattr(out, "last_hidden_state", None) is not None:
+            out.last_hidden_state = self._at_caller_positions(out.last_hidden_state, None, n_prefix, keep).logits
+        if token_loss:  # the head's own loss (cross-entropy, -100 ignored), over the caller's positions
+            loss = nn.functional.cross_entropy(out.logits.reshape(-1, out.logits.size(-1)), labels.reshape(-1))
+            out = type(out)(loss=loss, **{k: v for k, v in out.items() if k != "loss"})
         if verbalize:  # a masked LM read through label words: the classifier's output
             from transformers.modeling_outputs import SequenceClassifierOutput
 
@@ -296,6 +325,11 @@ class InstancePromptModel(nn.Module):
                                            attentions=out.attentions)
         use_dict = return_dict if return_dict is not None else getattr(self.config, "return_dict", True)
         return out if use_dict else out.to_tuple()
+
+    def _at_caller_positions(self, per_token, hidden_states, n_prefix, keep):
+        """``per_token`` (B, n', ...) and every hidden state without the prompt's positions."""
+        view = SimpleNamespace(logits=per_token, hidden_states=hidden_states)
+        return trim_outputs(view, n_prefix) if self.placement is None else release_prompts(None, view, keep)
 
     # ---- save / load ------------------------------------------------------------------------------
     def push_to_hub(self, repo_id: str, commit_message: str = "Upload instance prompt", private: Optional[bool] = None,
@@ -328,14 +362,19 @@ class InstancePromptModel(nn.Module):
 
     @classmethod
     def from_pretrained(cls, model=None, directory: Optional[str] = None, tokenizer=None, method: Optional[str] = None,
-                        **base_kwargs):
+                        is_trainable: bool = True, **base_kwargs):
         """``from_pretrained(dir)``: rebuild the base from the name or path recorded at save time (as PEFT's
         ``AutoPeftModelFor...``; ``base_kwargs`` go to its ``from_pretrained``), then the prompt, and load the
         weights. ``from_pretrained(base, dir, tokenizer)``: onto the base given. ``dir`` is what ``save_pretrained``
-        or ``Trainer.save_model`` wrote; ``method`` (optional) is the method the caller expects it to hold."""
+        or ``Trainer.save_model`` wrote; ``method`` (optional) is the method the caller expects it to hold.
+        The model comes back in eval mode; ``is_trainable=False`` (PEFT's keyword) also freezes the prompt and head."""
         if directory is None and isinstance(model, (str, os.PathLike)):
             model, directory = None, model
         directory = os.fspath(directory)
+        if model is not None and base_kwargs:  # they would build the base, which the caller already built
+            raise ValueError(f"from_pretrained: {sorted(base_kwargs)} go to the base model's from_pretrained, but the "
+                             f"base was given: load the base with them, or call "
+                             f"InstancePromptModel.from_pretrained('{directory}', ...) to build it")
         saved, weights = _read_saved(directory)
         if not isinstance(saved, dict) or not isinstance(saved.get("prompt", {}), dict):
             raise ValueError(f"'{os.path.join(directory, CONFIG_FILE)}' holds a {type(saved).__name__}, not the JSON "
@@ -356,7 +395,7 @@ class InstancePromptModel(nn.Module):
             tokenizer = _saved_tokenizer(directory, saved.get("tokenizer") or {}, model)
         check_against_record(tokenizer, saved.get("tokenizer"), directory)
         wrapped = cls(model, InstancePromptConfig.from_dict(prompt), tokenizer=tokenizer)
-        own = {n: p for n, p in wrapped.named_parameters() if p.requires_grad}
+        own = wrapped.saved_parameters()
         missing, unknown = sorted(set(own) - set(weights)), sorted(set(weights) - set(own))
         if missing or unknown:
             raise ValueError(f"'{directory}' lacks {missing[:3]} / has unknown {unknown[:3]}: it was not saved from a "
@@ -366,7 +405,9 @@ class InstancePromptModel(nn.Module):
                 raise ValueError(f"'{directory}': {name} is {tuple(tensor.shape)} but the prompt expects "
                                  f"{tuple(own[name].shape)}")
             own[name].data.copy_(tensor)
-        return wrapped
+        if not is_trainable:
+            wrapped.requires_grad_(False)
+        return wrapped.eval()  # ready to predict, as transformers' and PEFT's from_pretrained; the Trainer's train() trains
 
 
 def _read_saved(directory: str):
@@ -419,8 +460,9 @@ def _saved_tokenizer(directory: str, record: dict, model):
 
 
 def get_instance_prompt_model(model: nn.Module, config: InstancePromptConfig, tokenizer=None) -> InstancePromptModel:
-    """Wrap a 🤗 ``...ForSequenceClassification`` (BERT / RoBERTa family) with the instance prompt ``config``
-    names; the backbone freezes, the prompt and the head (``config.modules_to_save``) train."""
+    """Wrap a 🤗 ``...ForSequenceClassification`` (BERT / RoBERTa family; also a token classifier, a masked LM or the
+    bare encoder) with the instance prompt ``config`` names; the backbone freezes, the prompt and the head
+    (``config.modules_to_save``) train."""
     return InstancePromptModel(model, config, tokenizer=tokenizer)
 
 

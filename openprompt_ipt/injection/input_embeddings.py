@@ -28,7 +28,8 @@ def prepend(batch, prompts: torch.Tensor, limit: int | None = None):
     n = prompts.size(1)
     if limit is not None and n + embeds.size(1) > limit:
         raise ValueError(f"{n} prompt tokens + {embeds.size(1)} input tokens exceed the model's {limit} positions: "
-                         f"set max_seq_length <= {limit - n} or use fewer prompt tokens")
+                         f"set max_seq_length <= {limit - n} (the tokenizer's max_length under 🤗 Transformers) or use "
+                         "fewer prompt tokens")
     batch["inputs_embeds"] = torch.cat([prompts.to(embeds.dtype), embeds], dim=1)
     for key in ("attention_mask", "token_type_ids"):
         value = field(batch, key)

@@ -58,7 +58,8 @@ def splice(batch, prompts: torch.Tensor, start: torch.Tensor, limit: int | None 
     t = prompts.size(1)
     if limit is not None and n + t > limit:
         raise ValueError(f"{t} prompt tokens + {n} input tokens exceed the model's {limit} positions: "
-                         f"set max_seq_length <= {limit - t} or use fewer prompt tokens")
+                         f"set max_seq_length <= {limit - t} (the tokenizer's max_length under 🤗 Transformers) or use "
+                         "fewer prompt tokens")
     device = embeds.device
     j = torch.arange(n + t, device=device).unsqueeze(0).expand(b, -1)
     s = start.to(device).unsqueeze(1)

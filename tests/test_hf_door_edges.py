@@ -1,0 +1,155 @@
+"""The 🤗 door beyond the Trainer habits (test_hf_trainer_habits.py): the mode a model is handed back in, bases in
+bf16, heads other than sequence classification, and from_pretrained's keyword arguments; tiny BERT and RoBERTa."""
+import pytest
+import torch
+
+from test_hf_trainer import _one_line, classifier_from, config_for, dataset, trainer_for
+from test_hf_trainer_habits import _batch, _trained, _wrap
+from openprompt_ipt.hf import InstancePromptModel
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+# generators with dropout of their own: in training mode two calls give two different logits
+WITH_DROPOUT = ["ipt-encoder", "prefix_ipt-encoder", "lpt-npg"]
+
+
+@pytest.mark.parametrize("case", WITH_DROPOUT)
+def test_a_loaded_model_predicts_the_same_twice_and_trains_further(plm, case, tmp_path):
+    """from_pretrained hands back a model ready to predict (eval mode, as transformers' and PEFT's), so a
+    generator's dropout cannot change its logits from call to call; the Trainer still trains it further."""
+    mlm, tok = plm
+    base = classifier_from(mlm, initializer_range=0.2)
+    model = _wrap(base, case, tmp_path, mlm, tok)
+    assert not model.training  # the base's mode (classifier_from gives eval), not nn.Module's default
+    model.save_pretrained(str(tmp_path / "p"))
+    loaded = InstancePromptModel.from_pretrained(classifier_from(mlm, initializer_range=0.2), str(tmp_path / "p"), tok)
+    assert not any(m.training for m in loaded.modules())
+    batch = _batch(tok)
+    with torch.no_grad():
+        first, second = loaded(**batch).logits, loaded(**batch).logits
+        saved = model(**batch).logits
+    torch.testing.assert_close(second, first, rtol=0, atol=0)
+    torch.testing.assert_close(first, saved, rtol=0, atol=1e-6)
+    before = _trained(loaded)
+    trainer_for(loaded, tok, dataset(tok), tmp_path / "more", max_steps=2, save_strategy="no").train()
+    assert any(not torch.equal(p, before[n]) for n, p in _trained(loaded).items())
+
+
+@pytest.mark.parametrize("case", ["ipt-encoder", "prefix_ipt-encoder", "m_idpg-phm-cls", "lpt-npg"])
+def test_a_base_loaded_in_bf16(plm, case, tmp_path):
+    """A base in bf16 (``from_pretrained(..., dtype=torch.bfloat16)``) wrapped as it is: the prompt generators
+    read the PLM's bf16 embeddings and predict what the fp32 model predicts, to bf16's precision."""
+    mlm, tok = plm
+    base = classifier_from(mlm, initializer_range=0.2)
+    full = _wrap(base, case, tmp_path, mlm, tok)
+    half = _wrap(base.to(torch.bfloat16), case, tmp_path, mlm, tok)
+    half.load_state_dict(full.state_dict())
+    batch = _batch(tok)
+    with torch.no_grad():
+        logits = half(**batch).logits
+        expected = full(**batch).logits
+    assert logits.dtype == torch.bfloat16
+    torch.testing.assert_close(logits.float(), expected, rtol=0, atol=0.1)
+
+
+def _head(mlm, auto_class, num_labels=3):
+    import copy
+
+    import transformers
+
+    cfg = copy.deepcopy(mlm.config)
+    cfg.num_labels = num_labels
+    torch.manual_seed(1)
+    return getattr(transformers, auto_class).from_config(cfg).eval()
+
+
+@pytest.mark.parametrize("auto_class", ["AutoModelForQuestionAnswering", "AutoModelForMultipleChoice"])
+def test_a_head_whose_positions_the_prompt_would_shift_is_one_line(bert, auto_class, tmp_path):
+    """A QA head's start / end logits came back with the prompt's positions in them (answer spans silently off by
+    the prompt); a multiple-choice head crashed in the first forward. Both are refused when the prompt is built."""
+    mlm, tok = bert
+    with pytest.raises(ValueError, match="is not supported: its outputs per position would count the prompt") as e:
+        _wrap(_head(mlm, auto_class, num_labels=2), "ipt-random", tmp_path, mlm, tok)
+    _one_line(e)
+
+
+@pytest.mark.parametrize("case", ["ipt-random", "p_tuning_v2-kv", "m_idpg-phm-cls", "s_idpg-dnn-cls", "lpt-mppg"])
+def test_token_level_heads_at_the_callers_positions(plm, case, tmp_path):
+    """A token classifier's logits, its loss and a bare encoder's last_hidden_state are at the tokenizer's
+    positions, whatever the prompt adds: logits = classifier(last hidden state), the loss is the head's
+    cross-entropy over them (-100 ignored), and the Trainer trains it."""
+    mlm, tok = plm
+    model = _wrap(_head(mlm, "AutoModelForTokenClassification"), case, tmp_path, mlm, tok)
+    batch = _batch(tok)
+    labels = (batch["input_ids"] % 3).masked_fill(batch["special_tokens_mask"].bool(), -100)
+    with torch.no_grad():
+        out = model(**batch, labels=labels, output_hidden_states=True)
+        expected = model.classifier(out.hidden_states[-1])
+    assert out.logits.shape == (*batch["input_ids"].shape, 3)
+    torch.testing.assert_close(out.logits, expected, rtol=0, atol=1e-5)
+    torch.testing.assert_close(out.loss, torch.nn.functional.cross_entropy(expected.flatten(0, 1), labels.flatten()),
+                               rtol=0, atol=1e-5)
+    assert model(**batch, labels=labels, return_dict=False)[0].ndim == 0  # the loss first, as the head's tuple
+    from datasets import Dataset
+
+    rows = Dataset.from_dict({k: v.tolist() for k, v in dict(batch, labels=labels).items()})
+    before = _trained(model)
+    trainer_for(model, tok, rows, tmp_path / "run", max_steps=2, save_strategy="no").train()
+    assert any(not torch.equal(p, before[n]) for n, p in _trained(model).items())
+
+    encoder = _wrap(_head(mlm, "AutoModel"), case, tmp_path, mlm, tok)
+    with torch.no_grad():
+        out = encoder(**batch, output_hidden_states=True)
+    assert out.last_hidden_state.shape[:2] == batch["input_ids"].shape
+    torch.testing.assert_close(out.last_hidden_state, out.hidden_states[-1], rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("case", ["ipt-random", "m_idpg-phm-cls"])
+def test_a_model_frozen_for_inference_still_saves_its_prompt(plm, case, tmp_path):
+    """``model.requires_grad_(False)`` (an inference habit) then ``save_pretrained`` over the trained folder wrote
+    a model.safetensors holding the config alone: the trained prompt was gone, and the folder no longer loaded.
+    A checkpoint holds what trained since the prompt was built; ``from_pretrained(..., is_trainable=False)``
+    (PEFT's keyword) hands back such a frozen model, which saves and loads as the trained one."""
+    mlm, tok = plm
+    model = _wrap(classifier_from(mlm, initializer_range=0.2), case, tmp_path, mlm, tok)
+    folder = str(tmp_path / "p")
+    model.save_pretrained(folder)
+    model.requires_grad_(False)
+    model.save_pretrained(folder)  # over the trained folder
+    frozen = InstancePromptModel.from_pretrained(classifier_from(mlm, initializer_range=0.2), folder, tok,
+                                                 is_trainable=False)
+    assert frozen.num_trainable_parameters() == 0 and not frozen.training
+    frozen.save_pretrained(str(tmp_path / "again"))
+    loaded = InstancePromptModel.from_pretrained(classifier_from(mlm, initializer_range=0.2), str(tmp_path / "again"), tok)
+    assert loaded.num_trainable_parameters() == sum(p.numel() for p in model.saved_parameters().values()) > 0
+    batch = _batch(tok)
+    with torch.no_grad():
+        expected = model.eval()(**batch).logits
+        torch.testing.assert_close(frozen(**batch).logits, expected, rtol=0, atol=1e-6)
+        torch.testing.assert_close(loaded(**batch).logits, expected, rtol=0, atol=1e-6)
+
+
+def test_base_model_arguments_with_a_given_base_are_one_line(bert, tmp_path):
+    """``from_pretrained(base, dir, tok, dtype=torch.bfloat16)``: the keyword arguments build the base in the one-call
+    form; with a base given they were dropped without a word (the model stayed fp32)."""
+    mlm, tok = bert
+    _wrap(classifier_from(mlm), "p_tuning_v2-kv", tmp_path, mlm, tok).save_pretrained(str(tmp_path / "p"))
+    with pytest.raises(ValueError, match=r"\['dtype'\] go to the base model's from_pretrained, but the base was given") as e:
+        InstancePromptModel.from_pretrained(classifier_from(mlm), str(tmp_path / "p"), tok, dtype=torch.bfloat16)
+    _one_line(e)
+
+
+@pytest.mark.parametrize("case, room", [("ipt-random", 123), ("p_tuning_v2-hidden", 125), ("s_idpg-dnn-cls", 125),
+                                        ("p_tuning_v2-kv", 125)])
+def test_a_batch_the_prompt_overflows_names_the_tokenizers_max_length(bert, case, room, tmp_path):
+    """Texts truncated to the model's 128 positions leave no room for the prompt: one line naming the
+    tokenizer's max_length to truncate to (it named only OpenPrompt's max_seq_length for input and hidden prompts)."""
+    mlm, tok = bert
+    model = _wrap(classifier_from(mlm), case, tmp_path, mlm, tok)
+    batch = tok([" ".join(["good"] * 200)], truncation=True, return_tensors="pt")
+    assert batch["input_ids"].shape[1] == 128
+    with pytest.raises(ValueError, match=rf"<= {room} \(the tokenizer's max_length under 🤗 Transformers\)") as e:
+        model(**batch)
+    _one_line(e)
+    batch = tok([" ".join(["good"] * 200)], truncation=True, max_length=room, return_tensors="pt")
+    assert model(**batch).logits.shape == (1, 2)
