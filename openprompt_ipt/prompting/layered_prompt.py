@@ -105,14 +105,15 @@ def check_room(generator, placement: Placement, n: int) -> None:
     p, limit = prompt_positions(generator, placement), placement.position_limit
     if n + p <= limit:
         return
+    hf = "(the tokenizer's max_length under 🤗 Transformers)"
     if p == 0:
-        raise ValueError(f"{n} input tokens exceed the model's {limit} positions: set max_seq_length <= {limit}")
+        raise ValueError(f"{n} input tokens exceed the model's {limit} positions: set max_seq_length <= {limit} {hf}")
     if placement.injection == "kv":
         raise ValueError(f"{p} prefix positions + {n} input tokens exceed the model's {limit} positions: "
-                         f"set max_seq_length <= {limit - p} (the tokenizer's max_length under 🤗 Transformers), "
+                         f"set max_seq_length <= {limit - p} {hf}, "
                          "use fewer prefix tokens, or prefix_positions: keep")
     raise ValueError(f"{p} prompt tokens + {n} input tokens exceed the model's {limit} positions: "
-                     f"set max_seq_length <= {limit - p} or use fewer prompt tokens")
+                     f"set max_seq_length <= {limit - p} {hf} or use fewer prompt tokens")
 
 
 def place_prompts(generator, injector, placement: Placement, batch, inputs: InstanceInputs):
