@@ -223,6 +223,12 @@ def test_a_non_utf8_yaml_names_the_file(tmp_path):
     ("train:\n  epochs: 1\n", ["--set", "train.lr_prompt=-1"], "error: train.lr_prompt = -1 is not allowed"),
     ("train:\n  epochs: [1\n", [], "error: "),
     ("", [], "error: config file"),
+    # a value where a section goes was a TypeError traceback (an empty 'train:' too; '--set train=' dropped the YAML's)
+    ("dataset: cb\n", [], "error: dataset = 'cb' is not allowed: 'dataset' is a section of keys (['name', "),
+    ("train:\n  epochs: 1\n", ["--set", "train=5"], "error: train = 5 is not allowed: 'train' is a section"),
+    ("train:\n  epochs: 1\n", ["--set", "train="], "error: train = null (empty) is not allowed"),
+    ("train:\nseed: 1\n", [], "error: train = null (empty) is not allowed"),
+    ("instance_wise: 3\n", [], "error: instance_wise = 3 is not allowed: 'instance_wise' is a section"),
 ])
 def test_cli_refuses_before_any_run_directory_exists(tmp_path, capsys, text, args, starts):
     import importlib.util

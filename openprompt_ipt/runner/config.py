@@ -27,6 +27,8 @@ def merge_config(base: Dict, update: Dict, where: str, strict_sections: Dict) ->
     for key, value in (update or {}).items():
         if where == "" and key not in base and key not in strict_sections:
             raise KeyError(f"unknown config key '{key}'{_nearest(key, list(base) + list(strict_sections))}")
+        if where == "" and (isinstance(base.get(key), dict) or key in strict_sections):
+            value = _section(key, value, base.get(key) or {})
         if isinstance(base.get(key), dict) and isinstance(value, dict):
             for sub in value:
                 if sub not in base[key]:
@@ -35,6 +37,19 @@ def merge_config(base: Dict, update: Dict, where: str, strict_sections: Dict) ->
         else:
             out[key] = value
     return out
+
+
+def _section(key: str, value, keys: Dict) -> Dict:
+    """A section's mapping; a value in its place (``dataset: cb``, ``--set train=5``; null: an empty
+    ``train:``, ``--set train=``) was a TypeError deep in the checks: one line naming the section and the fix."""
+    if isinstance(value, dict):
+        return value
+    first = next(iter(keys), None)
+    example = f"{key}: {{{first}: {value}}}" if first == "name" else f"{key}: {{{first or 'key'}: ...}}"
+    shown, fix = ("null (empty)", f"write its keys under it, or remove '{key}:'") if value is None else \
+        (repr(value), "write them under it")
+    raise ConfigFileError(f"{key} = {shown} is not allowed: '{key}' is a section of keys"
+                          f"{f' ({list(keys)[:4]}...)' if keys else ''}, not a value: {fix}, e.g. {example}")
 
 
 def class_arguments(cls) -> List[str]:
