@@ -129,8 +129,10 @@ def load_run(run_dir: str, device: str = "cpu") -> Predictor:
     from ..injection import max_positions
     from .plm import load_backbone
     from ..serialization import load_trainable
+    from ..training.distributed import resolve_device
 
     run_dir = find_run(run_dir)  # a config dir with one seed, a sweep's seed dir: the run inside
+    dev = resolve_device(device, "--device")  # before the backbone loads
     cfg_path, weights = os.path.join(run_dir, "config.json"), os.path.join(run_dir, "best.safetensors")
     from ..serialization import read_json
 
@@ -156,7 +158,6 @@ def load_run(run_dir: str, device: str = "cpu") -> Predictor:
     n_prefix = getattr(prompt_model.template, "n_prefix", 0)
     max_len = min(int(cfg["plm"]["max_seq_length"]), max_positions(prompt_model.plm.config) - n_prefix)
     wrapper = wrapper_class(max_seq_length=max_len, tokenizer=tokenizer, truncate_method="balanced")
-    dev = torch.device(device)
     prompt_model.to(dev).eval()
     return Predictor(run_dir, prompt_model, tokenizer, wrapper, cfg, dev)
 
