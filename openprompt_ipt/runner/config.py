@@ -154,9 +154,37 @@ def read_config_file(path: str, hint: str = "") -> Dict:
     return raw
 
 
-def read_yaml_with_overrides(path: str, overrides: Iterable[str] = (), hint: str = "") -> Dict:
-    """The YAML at ``path`` with ``section.key=value`` overrides applied (values parsed as YAML)."""
+# the four kinds of shipped YAML (``openprompt-ipt list`` shows them all), by the keys only that kind has
+KINDS = {"experiment": ("an experiment config", "run it with openprompt-ipt run --config {}"),
+         "categories": ("a category-pretraining config", "run it with openprompt-ipt pretrain categories --config {}"),
+         "ppt": ("a PPT pre-training config", "run it with openprompt-ipt pretrain ppt --config {}"),
+         "corpus": ("a pretraining corpus mapping", "a category-pretraining config reads it (corpus.mapping): run one, "
+                    "e.g. openprompt-ipt pretrain categories --config pretrain_textcnn.yaml")}
+
+
+def config_kind(raw: Dict) -> str | None:
+    """Which kind of YAML ``raw`` is, from keys no other kind has; None when it cannot tell."""
+    corpus = set(raw["corpus"]) if isinstance(raw.get("corpus"), dict) else set()
+    if "sources" in raw:
+        return "corpus"
+    if "experiment" in raw or corpus & {"path", "pairs", "min_words", "max_words"}:
+        return "ppt"
+    if "classifier" in raw or corpus & {"mapping", "max_length", "min_tokens", "max_per_category", "balance"}:
+        return "categories"
+    if any(k in raw for k in ("dataset", "template", "verbalizer", "protocol", "sweep", "test", "selection")):
+        return "experiment"
+    return None
+
+
+def read_yaml_with_overrides(path: str, overrides: Iterable[str] = (), hint: str = "", expect: str = "") -> Dict:
+    """The YAML at ``path`` with ``section.key=value`` overrides applied (values parsed as YAML). ``expect``
+    (a ``KINDS`` name): a YAML of another kind (a pretraining config given to ``run``) is one line naming
+    the command that runs it; it was 'unknown config key' for the other kind's first key."""
     raw = read_config_file(path, hint)
+    kind = config_kind(raw)
+    if expect and kind and kind != expect:
+        raise ConfigFileError(f"config file '{path}' is {KINDS[kind][0]}, not {KINDS[expect][0]}: "
+                              f"{KINDS[kind][1].format(path)}")
     for item in overrides:
         keys, value = parse_override(item)
         node = raw
@@ -173,7 +201,7 @@ def load_config(path: str, overrides: Iterable[str] = (), notes: List[str] | Non
     ``notes`` collects what that mapping kept without effect)."""
     import os
 
-    raw = read_yaml_with_overrides(path, overrides)
+    raw = read_yaml_with_overrides(path, overrides, expect="experiment")
     if looks_like_openprompt(raw):
         raw, said = to_ours(raw, base_dir=os.path.dirname(os.path.abspath(path)))
         if notes is not None:
