@@ -58,7 +58,15 @@ def class_arguments(cls) -> List[str]:
 
 class YamlLoader(yaml.SafeLoader):
     """SafeLoader reading ``1e-5`` as a float: PyYAML follows YAML 1.1, where a float needs a dot
-    (``1.0e-5``), so ``lr_prompt: 1e-5`` or ``--set train.lr_prompt=1e-5`` gave the string '1e-5'."""
+    (``1.0e-5``), so ``lr_prompt: 1e-5`` or ``--set train.lr_prompt=1e-5`` gave the string '1e-5'.
+    Only true / false are booleans (YAML 1.2): 1.1 also reads yes / no / on / off so, and
+    ``dataset.labels: [no, yes]`` became [False, True], refusing every row labelled 'no' or 'yes'."""
+
+
+_BOOL = "tag:yaml.org,2002:bool"
+YamlLoader.yaml_implicit_resolvers = {first: [(tag, rx) for tag, rx in resolvers if tag != _BOOL]
+                                      for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()}
+YamlLoader.add_implicit_resolver(_BOOL, re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF"))
 
 
 YamlLoader.add_implicit_resolver(
