@@ -94,13 +94,18 @@ def _bad(tmp_path, case):
     if case == "row_label_unknown":
         write_jsonl(folder / "test.jsonl", [{"sent1": "a", "sent2": "b", "gold": "neutral"}])
         return ds, words, r"test.jsonl line 1: label 'neutral' is not among the labels with label words \['entails', 'contradicts'\]"
+    if case == "unlabelled_test":  # rows to predict given as the test split: the YAML's column name is right
+        write_jsonl(folder / "test.jsonl", [{"sent1": "a", "sent2": "b"}])
+        return ds, words, (r"test.jsonl has no column 'gold' \(dataset.columns.label; line 1 has \['sent1', 'sent2'\]\): "
+                           r"name an existing column in the YAML, or label the file's rows \(an unlabelled file cannot be "
+                           r"trained on or scored; new rows get their labels from openprompt-ipt predict --run RUN --input FILE\)$")
     if case == "missing_test":
         os.remove(folder / "test.jsonl")
         return ds, words, r"folder '.*data' has no test file \(looked for test.jsonl, test.csv, test.tsv\)"
     raise AssertionError(case)
 
 
-@pytest.mark.parametrize("case", ["unknown_folder", "missing_column", "row_label_unknown", "missing_test"])
+@pytest.mark.parametrize("case", ["unknown_folder", "missing_column", "row_label_unknown", "unlabelled_test", "missing_test"])
 def test_bad_data_is_one_line(tmp_path, case):
     ds, words, match = _bad(tmp_path, case)
     cfg = load_config(write_yaml(tmp_path, ds, words))
