@@ -50,6 +50,12 @@ def test_yaml_loads_with_overrides(tmp_path):
     ("train:\n  epoch: 3\n", "did you mean 'epochs'"),
     ("instance_wise:\n  prompt_lenght: 3\n", "did you mean 'prompt_length'"),
     ("template: instance_wize\n", "unknown template 'instance_wize'"),
+    # another template's / verbalizer's section: it was "unknown config key" or "did you mean 'verbalizer'"
+    ("generated_prefix:\n  prompt_length: 3\n", r"^\"section 'generated_prefix' is for template: generated_prefix, but "
+     r"this config uses template: instance_wise \(its keys go under 'instance_wise'\): set template: generated_prefix, "
+     r"or move the keys under 'instance_wise'\"$"),
+    ("manual_verbalizer:\n  label_words: [[a], [b]]\n", r"section 'manual_verbalizer' is for verbalizer: "
+     r"manual_verbalizer, but this config uses verbalizer: soft_verbalizer"),
 ])
 def test_unknown_keys_name_the_nearest(tmp_path, text, match):
     with pytest.raises(KeyError, match=match):

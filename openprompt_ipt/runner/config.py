@@ -216,6 +216,7 @@ def load_config(path: str, overrides: Iterable[str] = (), notes: List[str] | Non
             notes.extend(said)
     template_name = raw.get("template", DEFAULTS["template"])
     verbalizer_name = raw.get("verbalizer", DEFAULTS["verbalizer"])
+    _check_unchosen_sections(raw, template_name, verbalizer_name)
     sections = {template_name: raw.get(template_name, {}), verbalizer_name: raw.get(verbalizer_name, {})}
     if "peer" in raw:  # a peer method (runner/peers.py): Adapter, Compacter, LoRA; checked without importing them
         sections["peer"] = raw["peer"] = check_peer(raw["peer"])
@@ -242,6 +243,23 @@ def load_config(path: str, overrides: Iterable[str] = (), notes: List[str] | Non
     check_sweep(config, sweep)
     config["sweep"] = sweep
     return config
+
+
+def _check_unchosen_sections(raw: Dict, template: str, verbalizer: str) -> None:
+    """The section of a template / verbalizer the config does not use (``--set generated_prefix.x=1`` without
+    ``template: generated_prefix``) would be ignored: one line naming the chosen one (it was 'unknown config
+    key', or 'did you mean verbalizer')."""
+    other = [k for k in raw if k not in DEFAULTS and k not in (template, verbalizer, "peer")]
+    if not other:
+        return  # no OpenPrompt import on the common path (issue #32)
+    import openprompt_ipt  # noqa: F401  (registers our templates)
+    from openprompt.prompts import TEMPLATE_CLASS, VERBALIZER_CLASS
+
+    for key in other:
+        for kind, registry, chosen in (("template", TEMPLATE_CLASS, template), ("verbalizer", VERBALIZER_CLASS, verbalizer)):
+            if key in registry:
+                raise KeyError(f"section '{key}' is for {kind}: {key}, but this config uses {kind}: {chosen} (its "
+                               f"keys go under '{chosen}'): set {kind}: {key}, or move the keys under '{chosen}'")
 
 
 def flat_keys(node: Dict, prefix: str = "") -> Dict:
