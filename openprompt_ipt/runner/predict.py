@@ -138,6 +138,7 @@ def load_run(run_dir: str, device: str = "cpu") -> Predictor:
 
     retrain = "train the run again (experiments/run.py ... --overwrite) or use another run"
     cfg = read_json(cfg_path, retrain)
+    cfg["plm"]["model_path"] = trained_backbone(run_dir, cfg["plm"]["model_path"])
     from ..data import get_task
 
     task = get_task(cfg["dataset"]["name"], cfg["dataset"])
@@ -160,6 +161,25 @@ def load_run(run_dir: str, device: str = "cpu") -> Predictor:
     wrapper = wrapper_class(max_seq_length=max_len, tokenizer=tokenizer, truncate_method="balanced")
     prompt_model.to(dev).eval()
     return Predictor(run_dir, prompt_model, tokenizer, wrapper, cfg, dev)
+
+
+def trained_backbone(run_dir: str, model_path: str) -> str:
+    """The backbone a run trained on. A local folder given by a relative path (plm.model_path: models/bert)
+    named whatever that path holds in the directory predict runs in: another model there was used without
+    a word, none there was an error telling to --set plm.model_path. The run's metrics.json records the
+    folder (``backbone_dir``)."""
+    metrics = os.path.join(run_dir, "metrics.json")
+    if os.path.isabs(model_path) or not os.path.isfile(metrics):
+        return model_path
+    from ..serialization import read_json
+
+    recorded = read_json(metrics, "train the run again (experiments/run.py ... --overwrite)").get("backbone_dir")
+    if not recorded:
+        return model_path  # a hub name or alias, or a run from before backbone_dir
+    if not os.path.isdir(recorded):
+        raise FileNotFoundError(f"the backbone run '{run_dir}' trained on, '{recorded}' (plm.model_path: {model_path}), "
+                                "is gone: put the model back there, or train the run again")
+    return recorded
 
 
 def read_jsonl(path: str) -> List[Dict]:
