@@ -210,7 +210,8 @@ def test_aggregate_never_averages_other_settings_or_a_seed_twice(tmp_path):
     def run(out, seed, acc, lr, device="cpu"):
         d = tmp_path / out / "cb_pt" / f"seed{seed}"
         d.mkdir(parents=True)
-        cfg = merge_config(DEFAULTS, {"seed": seed, "output_dir": out, "train": {"lr_prompt": lr, "device": device}}, "", {})
+        cfg = merge_config(DEFAULTS, {"seed": seed, "output_dir": out, "train": {"lr_prompt": lr, "device": device},
+                                      "init_from": f"stage1/seed{seed}"}, "", {})  # each seed from its own stage-1 run
         (d / "config.json").write_text(json.dumps(cfg))
         (d / "metrics.json").write_text(json.dumps({
             "dataset": "cb", "method": "Prompt Tuning", "metrics": ["accuracy"], "selection_metric": "accuracy",

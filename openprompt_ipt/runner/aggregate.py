@@ -113,7 +113,9 @@ def settings(rec: Dict) -> Tuple | None:
         return None
     swept = set(flat_keys(cfg.get("sweep") or {}))
     flat = {**flat_keys(DEFAULTS), **flat_keys(cfg)}
-    return tuple(sorted((k, json.dumps(v, sort_keys=True)) for k, v in flat.items()
+    own = f"seed{cfg.get('seed')}"  # init_from: runs/stage1/seed3 for seed 3 is one setting, runs/stage1/seed{seed}
+    return tuple(sorted((k, json.dumps(v.replace(own, "seed{seed}") if isinstance(v, str) else v, sort_keys=True))
+                        for k, v in flat.items()
                         if k not in NOT_SETTING_KEYS and k not in swept and k.split(".")[0] != "sweep"))
 
 
