@@ -50,6 +50,12 @@ def test_yaml_loads_with_overrides(tmp_path):
     ("train:\n  epoch: 3\n", "did you mean 'epochs'"),
     ("instance_wise:\n  prompt_lenght: 3\n", "did you mean 'prompt_length'"),
     ("template: instance_wize\n", "unknown template 'instance_wize'"),
+    # another template's / verbalizer's section: it was "unknown config key" or "did you mean 'verbalizer'"
+    ("generated_prefix:\n  prompt_length: 3\n", r"^\"section 'generated_prefix' is for template: generated_prefix, but "
+     r"this config uses template: instance_wise \(its keys go under 'instance_wise'\): set template: generated_prefix, "
+     r"or move the keys under 'instance_wise'\"$"),
+    ("manual_verbalizer:\n  label_words: [[a], [b]]\n", r"section 'manual_verbalizer' is for verbalizer: "
+     r"manual_verbalizer, but this config uses verbalizer: soft_verbalizer"),
 ])
 def test_unknown_keys_name_the_nearest(tmp_path, text, match):
     with pytest.raises(KeyError, match=match):
@@ -223,6 +229,12 @@ def test_a_non_utf8_yaml_names_the_file(tmp_path):
     ("train:\n  epochs: 1\n", ["--set", "train.lr_prompt=-1"], "error: train.lr_prompt = -1 is not allowed"),
     ("train:\n  epochs: [1\n", [], "error: "),
     ("", [], "error: config file"),
+    # a value where a section goes was a TypeError traceback (an empty 'train:' too; '--set train=' dropped the YAML's)
+    ("dataset: cb\n", [], "error: dataset = 'cb' is not allowed: 'dataset' is a section of keys (['name', "),
+    ("train:\n  epochs: 1\n", ["--set", "train=5"], "error: train = 5 is not allowed: 'train' is a section"),
+    ("train:\n  epochs: 1\n", ["--set", "train="], "error: train = null (empty) is not allowed"),
+    ("train:\nseed: 1\n", [], "error: train = null (empty) is not allowed"),
+    ("instance_wise: 3\n", [], "error: instance_wise = 3 is not allowed: 'instance_wise' is a section"),
 ])
 def test_cli_refuses_before_any_run_directory_exists(tmp_path, capsys, text, args, starts):
     import importlib.util

@@ -48,6 +48,28 @@ def test_list_names_the_shipped_configs(capsys):
     assert len(names) == len(glob.glob(os.path.join(ROOT, "yamls", "**", "*.yaml"), recursive=True))
 
 
+@pytest.mark.parametrize("argv,line", [
+    (["run", "--config", "pretrain_lstm.yaml"],
+     "is a category-pretraining config, not an experiment config: run it with openprompt-ipt pretrain categories --config "),
+    (["run", "--config", "pretrain_ppt.yaml"], "is a PPT pre-training config, not an experiment config: run it with "
+                                               "openprompt-ipt pretrain ppt --config "),
+    (["run", "--config", "corpus_13cat.yaml"], "is a pretraining corpus mapping, not an experiment config: a "
+                                               "category-pretraining config reads it (corpus.mapping)"),
+    (["pretrain", "categories", "--config", "cb_random_ipt.yaml"],
+     "is an experiment config, not a category-pretraining config: run it with openprompt-ipt run --config "),
+    (["pretrain", "ppt", "--config", "pretrain_textcnn.yaml"],
+     "is a category-pretraining config, not a PPT pre-training config: run it with openprompt-ipt pretrain categories"),
+])
+def test_a_shipped_yaml_given_to_the_wrong_command_names_the_right_one(tmp_path, monkeypatch, capsys, argv, line):
+    """Every name `list` shows is accepted by --config, but a pretraining YAML given to `run` (or the other way
+    round) was "unknown config key 'name' (valid: [...])"."""
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: config file '") and line in err and err.count("\n") == 1
+    assert not (tmp_path / "runs").exists() and not (tmp_path / "exports").exists()
+
+
 def test_bare_names_resolve_outside_the_clone(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     # an unknown key stops each right after the config was found and read

@@ -94,13 +94,18 @@ def _bad(tmp_path, case):
     if case == "row_label_unknown":
         write_jsonl(folder / "test.jsonl", [{"sent1": "a", "sent2": "b", "gold": "neutral"}])
         return ds, words, r"test.jsonl line 1: label 'neutral' is not among the labels with label words \['entails', 'contradicts'\]"
+    if case == "unlabelled_test":  # rows to predict given as the test split: the YAML's column name is right
+        write_jsonl(folder / "test.jsonl", [{"sent1": "a", "sent2": "b"}])
+        return ds, words, (r"test.jsonl has no column 'gold' \(dataset.columns.label; line 1 has \['sent1', 'sent2'\]\): "
+                           r"name an existing column in the YAML, or label the file's rows \(an unlabelled file cannot be "
+                           r"trained on or scored; new rows get their labels from openprompt-ipt predict --run RUN --input FILE\)$")
     if case == "missing_test":
         os.remove(folder / "test.jsonl")
         return ds, words, r"folder '.*data' has no test file \(looked for test.jsonl, test.csv, test.tsv\)"
     raise AssertionError(case)
 
 
-@pytest.mark.parametrize("case", ["unknown_folder", "missing_column", "row_label_unknown", "missing_test"])
+@pytest.mark.parametrize("case", ["unknown_folder", "missing_column", "row_label_unknown", "unlabelled_test", "missing_test"])
 def test_bad_data_is_one_line(tmp_path, case):
     ds, words, match = _bad(tmp_path, case)
     cfg = load_config(write_yaml(tmp_path, ds, words))
@@ -147,6 +152,27 @@ def test_cli_runs_your_own_data_and_says_where_it_came_from(tiny_model_dir, tmp_
     assert run.main(["--config", bad, "--output-dir", out + "_bad", "--quiet"]) == 2  # runs/ holds the run above
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and err.startswith("error: text_pair data folder") and "nowhere" in err
+
+
+@pytest.mark.parametrize("labels", ["  labels: [no, yes]\nsoft_verbalizer:\n  label_words: [[no], [yes]]\n",
+                                    "soft_verbalizer:\n  label_words: {no: [no], yes: [yes]}\n"])
+def test_labels_yes_and_no_written_unquoted_are_the_files_labels(tmp_path, labels):
+    """YAML 1.1 read unquoted yes / no / on / off as booleans: 'labels: [no, yes]' became ['False', 'True'] and
+    every row was refused with "label 'no' is not among the labels ['False', 'True']: add it to dataset.labels"."""
+    folder = tmp_path / "answers"
+    rows = [{"text": f"is it {i}", "label": ["no", "yes"][i % 2]} for i in range(8)]
+    write_jsonl(folder / "train.jsonl", rows)
+    write_jsonl(folder / "test.jsonl", rows[:4])
+    path = tmp_path / "c.yaml"
+    path.write_text(f"dataset:\n  name: text_classification\n  path: {folder}\n" + labels
+                    + "plm:\n  freeze: true\n")
+    cfg = load_config(str(path))
+    assert cfg["dataset"]["labels"] == ["no", "yes"] and cfg["soft_verbalizer"]["label_words"] == [["no"], ["yes"]]
+    train, _, test, names = load_task(cfg, str(tmp_path))
+    assert names == ["no", "yes"] and sorted(e.label for e in test) == [0, 0, 1, 1]
+    # a flag still takes true / false only; 'yes' is one line, no longer a silent True
+    with pytest.raises(ValueError, match=r"^plm.freeze = 'yes' is not allowed: give true or false$"):
+        load_config(str(path), ["plm.freeze=yes"])
 
 
 def test_init_from_reads_the_label_set_of_a_run_on_your_own_data(tmp_path):

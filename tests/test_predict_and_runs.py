@@ -59,6 +59,13 @@ def test_predict_round_trip_matches_evaluate(tiny_model_dir, tmp_path):
     outfile = tmp_path / "preds.jsonl"
     assert cli.main(["--run", out, "--input", os.path.join(data, "val.jsonl"), "--output", str(outfile)]) == 0
     assert [json.loads(line) for line in open(outfile)] == preds
+    # a finished predictions file, or the input itself, is never replaced unless told (it was, silently)
+    val = os.path.join(data, "val.jsonl")
+    kept, rows_text = outfile.read_text(), open(val).read()
+    assert cli.main(["--run", out, "--input", val, "--output", str(outfile)]) == 2
+    assert cli.main(["--run", out, "--input", val, "--output", val, "--overwrite"]) == 2
+    assert outfile.read_text() == kept and open(val).read() == rows_text
+    assert cli.main(["--run", out, "--input", val, "--output", str(outfile), "--overwrite"]) == 0
     bad = tmp_path / "bad.jsonl"
     bad.write_text(json.dumps({"premise": "a cat", "hypothesis": "a dog", "colour": "red"}) + "\n")
     assert load_run(out).predict([json.loads(bad.read_text())])[0]["colour"] == "red"  # carried (issue #43 item 4)

@@ -112,3 +112,34 @@ def test_find_run_goes_from_a_printed_directory_to_the_run(tmp_path):
     assert find_run(str(sweep.parent)) == str(sweep / "lr_prompt=0.1")
     with pytest.raises(FileNotFoundError, match="holds no run"):
         find_run(str(sweep / "lr_prompt=0.1" / "checkpoints"))
+
+
+def test_predict_uses_the_backbone_the_run_trained_on_from_any_directory(tiny_model_dir, tmp_path, monkeypatch,  # noqa: F811
+                                                                          capsys):
+    """A run whose plm.model_path was relative (models/bert) loaded whatever that path held in the directory
+    predict ran in: another model there, without a word; none there, an error telling to --set plm.model_path."""
+    import shutil
+
+    import torch
+
+    from conftest import _bert
+
+    train_dir, other_dir = tmp_path / "project", tmp_path / "elsewhere"
+    shutil.copytree(tiny_model_dir, train_dir / "models" / "bert")
+    torch.manual_seed(123)  # the same name, the same shapes, other weights
+    model, _ = _bert(str(other_dir / "models"))
+    model.save_pretrained(str(other_dir / "models" / "bert"))
+    monkeypatch.chdir(train_dir)
+    tiny_yaml(str(train_dir / "c.yaml"), "models/bert", write_cb(train_dir / "CB"))
+    open("rows.jsonl", "w").write(json.dumps({"premise": "a cat", "hypothesis": "a dog"}) + "\n")
+    assert load_script("run").main(["--config", "c.yaml", "--output-dir", "runs", "--quiet"]) == 0
+    predict, run = load_script("predict"), str(train_dir / "runs" / "c")
+    capsys.readouterr()
+    assert predict.main(["--run", run, "--input", "rows.jsonl"]) == 0
+    here = capsys.readouterr().out
+    monkeypatch.chdir(other_dir)
+    assert predict.main(["--run", run, "--input", str(train_dir / "rows.jsonl")]) == 0
+    assert capsys.readouterr().out == here
+    monkeypatch.chdir(tmp_path)  # no models/ here at all
+    assert predict.main(["--run", run, "--input", str(train_dir / "rows.jsonl")]) == 0
+    assert capsys.readouterr().out == here

@@ -202,6 +202,34 @@ def test_aggregate_tables_and_sweep_plot(tmp_path):
     assert (tmp_path / "out" / "results.csv").read_text() == files["results.csv"]
 
 
+def test_aggregate_never_averages_other_settings_or_a_seed_twice(tmp_path):
+    """Runs of one config name in two --output-dirs at other settings were one cell: 'n=3' over two lrs;
+    the same seed in two folders was counted twice (std from a duplicate)."""
+    from openprompt_ipt.runner.config import DEFAULTS, merge_config
+
+    def run(out, seed, acc, lr, device="cpu"):
+        d = tmp_path / out / "cb_pt" / f"seed{seed}"
+        d.mkdir(parents=True)
+        cfg = merge_config(DEFAULTS, {"seed": seed, "output_dir": out, "train": {"lr_prompt": lr, "device": device},
+                                      "init_from": f"stage1/seed{seed}"}, "", {})  # each seed from its own stage-1 run
+        (d / "config.json").write_text(json.dumps(cfg))
+        (d / "metrics.json").write_text(json.dumps({
+            "dataset": "cb", "method": "Prompt Tuning", "metrics": ["accuracy"], "selection_metric": "accuracy",
+            "level": "seed", "seed": seed, "config_name": "cb_pt", "test_split": "official val",
+            "best_dev": {}, "test": {"accuracy": acc}}))
+
+    run("runs_a", 1, 0.80, 0.1)
+    run("runs_a", 2, 0.82, 0.1, device="cuda")  # where a seed ran is not a setting
+    run("runs_b", 3, 0.40, 0.5)
+    md = aggregate([str(tmp_path / "runs_a" / "cb_pt"), str(tmp_path / "runs_b" / "cb_pt")])["results.md"]
+    assert "| Prompt Tuning [train.lr_prompt=0.1] | 81.0 ± 1.4 (n=2) |" in md
+    assert "| Prompt Tuning [train.lr_prompt=0.5] | 40.0 ± 0.0 (n=1) |" in md
+    run("runs_c", 1, 0.80, 0.1)  # seed 1 again, same settings: a copy, or a rerun
+    with pytest.raises(ValueError, match=r"^seed 1 of 'Prompt Tuning' on cb is in two runs, .*runs_a/cb_pt/seed1 "
+                                         r"and .*runs_c/cb_pt/seed1, with the same settings: .*aggregate one of them"):
+        aggregate([str(tmp_path / "runs_a" / "cb_pt"), str(tmp_path / "runs_c" / "cb_pt")])
+
+
 @pytest.mark.parametrize("text,match", [
     ("sweep:\n  train.lr_prompt: []\n", "sweep 'train.lr_prompt' has no values"),
     ("sweep:\n  train.lr_promt: [1, 2]\n", "unknown sweep key 'train.lr_promt' \\(did you mean 'train.lr_prompt'\\?\\)"),

@@ -113,3 +113,28 @@ def test_predict_does_not_warn_about_an_mlm_head_its_run_never_reads(tmp_path, c
     with caplog.at_level(logging.WARNING, logger="openprompt_ipt"):
         backbones.load_backbone(str(tmp_path / "bert"))  # a caller that may read the vocabulary logits is told
     assert "MLM head is not in the checkpoint" in caplog.text
+
+
+@pytest.mark.parametrize("device, line", [
+    ("gpu", "train.device = 'gpu' is not a device: give auto, cpu, cuda or cuda:N"),
+    ("cuda", "train.device = 'cuda' but this machine has no CUDA GPU (torch.cuda.is_available() is False): "
+             "use cpu, or auto (a GPU when there is one)"),
+])
+def test_a_device_torch_does_not_know_or_this_machine_lacks_is_one_line(tiny_model_dir, tmp_path, capsys,
+                                                                          monkeypatch, device, line):  # noqa: F811
+    """train.device: gpu was a RuntimeError traceback, cuda on a CPU-only machine an AssertionError one."""
+    from test_predict_run_dirs import touch_run
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    config = write_tiny_yaml(tmp_path, tiny_model_dir, write_cb(tmp_path / "CB"))
+    out = tmp_path / "runs"
+    capsys.readouterr()
+    assert load_script("run").main(["--config", config, "--output-dir", str(out), "--quiet",
+                                    "--set", f"train.device={device}"]) == 2
+    assert capsys.readouterr().err == f"error: {line}\n"
+    assert not (out / "tiny" / "seed3").exists()
+    touch_run(str(tmp_path / "done"))  # predict --device: the same line, before the run loads
+    (tmp_path / "rows.jsonl").write_text(json.dumps({"premise": "a cat", "hypothesis": "a dog"}) + "\n")
+    assert load_script("predict").main(["--run", str(tmp_path / "done"), "--input", str(tmp_path / "rows.jsonl"),
+                                        "--device", device]) == 2
+    assert capsys.readouterr().err == f"error: {line.replace('train.device', '--device')}\n"

@@ -5,13 +5,29 @@ Rows are JSON objects in the task's own format (CB: premise, hypothesis; an opti
 Writes one JSON line per example: guid, predicted label and the probability of every label, then the
 row's own fields the task does not read (an id, a source: named once on stderr). A row whose
 text is null, a number or empty (or a regression score that is not a number) is never scored: each is one error
-line (--skip-bad-rows: the others are predicted and each bad row is named on stderr).
+line (--skip-bad-rows: the others are predicted and each bad row is named on stderr). An --output file that
+exists is kept unless --overwrite says to replace it; the input file itself is never an output.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+
+
+def check_output(output, input_path, overwrite: bool) -> None:
+    """Predictions never replace the input rows, nor an existing file unless ``--overwrite`` (a finished
+    result is kept unless the user says so): a ValueError naming the file and the fix."""
+    if not output:
+        return
+    if os.path.exists(input_path) and os.path.exists(output) and os.path.samefile(output, input_path):
+        raise ValueError(f"--output '{output}' is the --input file: the predictions would replace its rows; "
+                         "give another --output file")
+    if os.path.isdir(output):
+        raise ValueError(f"--output '{output}' is a directory: give a file name, e.g. {os.path.join(output, 'preds.jsonl')}")
+    if os.path.exists(output) and not overwrite:
+        raise ValueError(f"--output '{output}' already exists: --overwrite replaces it, or give another --output file")
 
 
 def main(argv=None, prog=None) -> int:
@@ -19,7 +35,9 @@ def main(argv=None, prog=None) -> int:
     p.add_argument("--run", required=True,
                    help="the run directory the run printed: <output dir>/<config> (one seed) or its seed<k>")
     p.add_argument("--input", required=True, help="JSONL file of rows in the task's format")
-    p.add_argument("--output", default=None, help="JSONL file for the predictions (default: stdout)")
+    p.add_argument("--output", default=None,
+                   help="JSONL file for the predictions (default: stdout); an existing file needs --overwrite")
+    p.add_argument("--overwrite", action="store_true", help="replace an --output file that already exists")
     p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, ...")
     p.add_argument("--skip-bad-rows", action="store_true",
                    help="predict the other rows when some have a null / number / empty / missing text or a non-numeric score "
@@ -35,6 +53,7 @@ def main(argv=None, prog=None) -> int:
         print(f"skipped: {line}", file=sys.stderr)
 
     try:
+        check_output(args.output, args.input, args.overwrite)  # before the run loads: seconds, not a minute
         run_dir = find_run(args.run)
         from openprompt_ipt.runner.predict import load_run, read_jsonl
         from openprompt_ipt.serialization import emit_text

@@ -122,8 +122,10 @@ class ColumnFile:
             rows.append(Row.at(row, line, file))
         for (role, column), (line, has) in lacking.items():
             if not any(column in row for _, row in lines if isinstance(row, dict)):  # no row has it: the YAML's name
+                unlabelled = (", or label the file's rows (an unlabelled file cannot be trained on or scored; new rows "
+                              "get their labels from openprompt-ipt predict --run RUN --input FILE)") if role == "label" else ""
                 raise ValueError(f"{file} has no column '{column}' (dataset.columns.{role}; line {line} has {has}): "
-                                 "name an existing column in the YAML")
+                                 f"name an existing column in the YAML{unlabelled}")
         if collect:
             return rows
         mine = bad[before:]

@@ -23,7 +23,7 @@ EMBEDDING_INITS = ("plm", "random")
 
 
 def load_pretrain_config(path: str, overrides: Iterable[str] = ()) -> Dict:
-    raw = read_yaml_with_overrides(path, overrides, hint=" (see yamls/pretrain_textcnn.yaml)")
+    raw = read_yaml_with_overrides(path, overrides, hint=" (see yamls/pretrain_textcnn.yaml)", expect="categories")
     return validate(merge_config(DEFAULTS, raw, "", {}))
 
 

@@ -51,7 +51,7 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])")
 
 
 def load_ppt_config(path: str, overrides: Sequence[str] = ()) -> Dict:
-    raw = read_yaml_with_overrides(path, overrides, hint=" (see yamls/pretrain_ppt.yaml)")
+    raw = read_yaml_with_overrides(path, overrides, hint=" (see yamls/pretrain_ppt.yaml)", expect="ppt")
     cfg = merge_config(DEFAULTS, raw, "", {})
     check_values(cfg, schema=PPT)  # types and ranges: one table in runner/schema.py
     return cfg

@@ -90,7 +90,9 @@ def _save_atomic(obj, path: str) -> None:
 def train_classifier(model, corpus: Corpus, cfg: PretrainConfig, state_path: Optional[str] = None,
                      log: Callable = print) -> Dict:
     """Train with early stopping on dev; returns dev/test metrics of the best epoch (model left at it)."""
-    device = torch.device(cfg.device if cfg.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu"))
+    from ..training.distributed import resolve_device
+
+    device = resolve_device(cfg.device)
     model.to(device)
     opts = _optimizers(model, cfg)
     k = len(corpus.categories)

@@ -67,11 +67,13 @@ def load_records(files: Sequence[str]) -> List[Dict]:
         rec["_file"] = f
         rec.setdefault("level", "seed")  # a single run written by run_experiment alone
         config = os.path.join(os.path.dirname(f), "config.json")
-        if "method" not in rec and os.path.isfile(config):  # runs from before metrics.json named the method
+        if os.path.isfile(config):
+            with open(config) as fh:
+                rec["_config"] = json.load(fh)  # the settings a cell's seeds must share (``_rows``)
+        if "method" not in rec and "_config" in rec:  # runs from before metrics.json named the method
             from .experiment import paper_method_name
 
-            with open(config) as fh:
-                rec["method"] = paper_method_name(json.load(fh))
+            rec["method"] = paper_method_name(rec["_config"])
         records.append(rec)
     return records
 
@@ -93,17 +95,67 @@ def primary_metric(rec: Dict) -> str:
     return (rec.get("metrics") or list(rec["test"]))[0]
 
 
+# keys that may differ between the seeds of one experiment: which seed, where it ran and saved, how often it
+# saved (training/checkpoint.py NOT_RESULT_KEYS); a sweep's selected point is left out too (``settings``)
+NOT_SETTING_KEYS = ("seed", "output_dir", "train.device", "train.checkpoint_every", "train.checkpoint_minutes",
+                    "train.keep_checkpoints")
+
+
+def settings(rec: Dict) -> Tuple | None:
+    """The run's config.json as sorted (dotted key, value) pairs, less ``NOT_SETTING_KEYS`` and the swept keys
+    (each seed of a sweep selects its own point); keys a later release added hold their defaults. None
+    without a config.json."""
+    from .config import flat_keys
+    from .defaults import DEFAULTS
+
+    cfg = rec.get("_config")
+    if not isinstance(cfg, dict):
+        return None
+    swept = set(flat_keys(cfg.get("sweep") or {}))
+    flat = {**flat_keys(DEFAULTS), **flat_keys(cfg)}
+    own = f"seed{cfg.get('seed')}"  # init_from: runs/stage1/seed3 for seed 3 is one setting, runs/stage1/seed{seed}
+    return tuple(sorted((k, json.dumps(v.replace(own, "seed{seed}") if isinstance(v, str) else v, sort_keys=True))
+                        for k, v in flat.items()
+                        if k not in NOT_SETTING_KEYS and k not in swept and k.split(".")[0] != "sweep"))
+
+
+def _differing(all_settings: List[Tuple], mine: Tuple, limit: int = 3) -> str:
+    """``key=value, ...`` of ``mine`` at the keys where the cell's settings differ (``limit`` keys, then ...)."""
+    dicts = [dict(s or ()) for s in all_settings]
+    keys = sorted(k for k in set().union(*dicts) if len({d.get(k) for d in dicts}) > 1)
+    if mine is None:
+        return "no config.json"
+    own = dict(mine)
+    shown = [f"{k}={json.loads(own[k]) if k in own else '<unset>'}" for k in keys[:limit]]
+    return ", ".join(shown) + (f", +{len(keys) - limit} more" if len(keys) > limit else "")
+
+
 def _rows(records: List[Dict]) -> Dict[Tuple[str, str], List[Dict]]:
-    """(method label, task) -> records; two configs with the same label are told apart by config name."""
+    """(method label, task) -> records; two configs with the same label are told apart by config name, and
+    runs of the same name with other settings (another lr, epochs: another --output-dir) by the settings
+    that differ, so a cell only ever averages the seeds of one experiment. A seed twice in a cell (the same
+    run in two folders) would be counted twice: a ValueError naming both."""
     configs: Dict[Tuple[str, str], set] = {}
     for r in records:
         configs.setdefault((method_label(r), r.get("dataset", "?")), set()).add(r.get("config_name"))
-    cells: Dict[Tuple[str, str], List[Dict]] = OrderedDict()
+    named: Dict[Tuple[str, str], List[Dict]] = OrderedDict()
     for r in records:
         label, task = method_label(r), r.get("dataset", "?")
         if len(configs[(label, task)]) > 1:
             label += f" ({r.get('config_name')})"
-        cells.setdefault((label, task), []).append(r)
+        named.setdefault((label, task), []).append(r)
+    cells: Dict[Tuple[str, str], List[Dict]] = OrderedDict()
+    for (label, task), rs in named.items():
+        kinds = list(OrderedDict.fromkeys(settings(r) for r in rs))
+        for r in rs:
+            mine = settings(r)
+            key = (label + (f" [{_differing(kinds, mine)}]" if len(kinds) > 1 else ""), task)
+            twin = next((o for o in cells.get(key, []) if o.get("seed") == r.get("seed")), None)
+            if twin is not None:
+                raise ValueError(f"seed {r.get('seed')} of '{key[0]}' on {task} is in two runs, "
+                                 f"{os.path.dirname(twin['_file'])} and {os.path.dirname(r['_file'])}, with the same "
+                                 "settings: a cell is a mean over seeds, so each seed counts once: aggregate one of them")
+            cells.setdefault(key, []).append(r)
     return cells
 
 

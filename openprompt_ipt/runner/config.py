@@ -27,6 +27,8 @@ def merge_config(base: Dict, update: Dict, where: str, strict_sections: Dict) ->
     for key, value in (update or {}).items():
         if where == "" and key not in base and key not in strict_sections:
             raise KeyError(f"unknown config key '{key}'{_nearest(key, list(base) + list(strict_sections))}")
+        if where == "" and (isinstance(base.get(key), dict) or key in strict_sections):
+            value = _section(key, value, base.get(key) or {})
         if isinstance(base.get(key), dict) and isinstance(value, dict):
             for sub in value:
                 if sub not in base[key]:
@@ -37,13 +39,34 @@ def merge_config(base: Dict, update: Dict, where: str, strict_sections: Dict) ->
     return out
 
 
+def _section(key: str, value, keys: Dict) -> Dict:
+    """A section's mapping; a value in its place (``dataset: cb``, ``--set train=5``; null: an empty
+    ``train:``, ``--set train=``) was a TypeError deep in the checks: one line naming the section and the fix."""
+    if isinstance(value, dict):
+        return value
+    first = next(iter(keys), None)
+    example = f"{key}: {{{first}: {value}}}" if first == "name" else f"{key}: {{{first or 'key'}: ...}}"
+    shown, fix = ("null (empty)", f"write its keys under it, or remove '{key}:'") if value is None else \
+        (repr(value), "write them under it")
+    raise ConfigFileError(f"{key} = {shown} is not allowed: '{key}' is a section of keys"
+                          f"{f' ({list(keys)[:4]}...)' if keys else ''}, not a value: {fix}, e.g. {example}")
+
+
 def class_arguments(cls) -> List[str]:
     return [p for p in inspect.signature(cls.__init__).parameters if p not in ("self", "model", "tokenizer")]
 
 
 class YamlLoader(yaml.SafeLoader):
     """SafeLoader reading ``1e-5`` as a float: PyYAML follows YAML 1.1, where a float needs a dot
-    (``1.0e-5``), so ``lr_prompt: 1e-5`` or ``--set train.lr_prompt=1e-5`` gave the string '1e-5'."""
+    (``1.0e-5``), so ``lr_prompt: 1e-5`` or ``--set train.lr_prompt=1e-5`` gave the string '1e-5'.
+    Only true / false are booleans (YAML 1.2): 1.1 also reads yes / no / on / off so, and
+    ``dataset.labels: [no, yes]`` became [False, True], refusing every row labelled 'no' or 'yes'."""
+
+
+_BOOL = "tag:yaml.org,2002:bool"
+YamlLoader.yaml_implicit_resolvers = {first: [(tag, rx) for tag, rx in resolvers if tag != _BOOL]
+                                      for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()}
+YamlLoader.add_implicit_resolver(_BOOL, re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF"))
 
 
 YamlLoader.add_implicit_resolver(
@@ -139,9 +162,37 @@ def read_config_file(path: str, hint: str = "") -> Dict:
     return raw
 
 
-def read_yaml_with_overrides(path: str, overrides: Iterable[str] = (), hint: str = "") -> Dict:
-    """The YAML at ``path`` with ``section.key=value`` overrides applied (values parsed as YAML)."""
+# the four kinds of shipped YAML (``openprompt-ipt list`` shows them all), by the keys only that kind has
+KINDS = {"experiment": ("an experiment config", "run it with openprompt-ipt run --config {}"),
+         "categories": ("a category-pretraining config", "run it with openprompt-ipt pretrain categories --config {}"),
+         "ppt": ("a PPT pre-training config", "run it with openprompt-ipt pretrain ppt --config {}"),
+         "corpus": ("a pretraining corpus mapping", "a category-pretraining config reads it (corpus.mapping): run one, "
+                    "e.g. openprompt-ipt pretrain categories --config pretrain_textcnn.yaml")}
+
+
+def config_kind(raw: Dict) -> str | None:
+    """Which kind of YAML ``raw`` is, from keys no other kind has; None when it cannot tell."""
+    corpus = set(raw["corpus"]) if isinstance(raw.get("corpus"), dict) else set()
+    if "sources" in raw:
+        return "corpus"
+    if "experiment" in raw or corpus & {"path", "pairs", "min_words", "max_words"}:
+        return "ppt"
+    if "classifier" in raw or corpus & {"mapping", "max_length", "min_tokens", "max_per_category", "balance"}:
+        return "categories"
+    if any(k in raw for k in ("dataset", "template", "verbalizer", "protocol", "sweep", "test", "selection")):
+        return "experiment"
+    return None
+
+
+def read_yaml_with_overrides(path: str, overrides: Iterable[str] = (), hint: str = "", expect: str = "") -> Dict:
+    """The YAML at ``path`` with ``section.key=value`` overrides applied (values parsed as YAML). ``expect``
+    (a ``KINDS`` name): a YAML of another kind (a pretraining config given to ``run``) is one line naming
+    the command that runs it; it was 'unknown config key' for the other kind's first key."""
     raw = read_config_file(path, hint)
+    kind = config_kind(raw)
+    if expect and kind and kind != expect:
+        raise ConfigFileError(f"config file '{path}' is {KINDS[kind][0]}, not {KINDS[expect][0]}: "
+                              f"{KINDS[kind][1].format(path)}")
     for item in overrides:
         keys, value = parse_override(item)
         node = raw
@@ -158,13 +209,14 @@ def load_config(path: str, overrides: Iterable[str] = (), notes: List[str] | Non
     ``notes`` collects what that mapping kept without effect)."""
     import os
 
-    raw = read_yaml_with_overrides(path, overrides)
+    raw = read_yaml_with_overrides(path, overrides, expect="experiment")
     if looks_like_openprompt(raw):
         raw, said = to_ours(raw, base_dir=os.path.dirname(os.path.abspath(path)))
         if notes is not None:
             notes.extend(said)
     template_name = raw.get("template", DEFAULTS["template"])
     verbalizer_name = raw.get("verbalizer", DEFAULTS["verbalizer"])
+    _check_unchosen_sections(raw, template_name, verbalizer_name)
     sections = {template_name: raw.get(template_name, {}), verbalizer_name: raw.get(verbalizer_name, {})}
     if "peer" in raw:  # a peer method (runner/peers.py): Adapter, Compacter, LoRA; checked without importing them
         sections["peer"] = raw["peer"] = check_peer(raw["peer"])
@@ -191,6 +243,23 @@ def load_config(path: str, overrides: Iterable[str] = (), notes: List[str] | Non
     check_sweep(config, sweep)
     config["sweep"] = sweep
     return config
+
+
+def _check_unchosen_sections(raw: Dict, template: str, verbalizer: str) -> None:
+    """The section of a template / verbalizer the config does not use (``--set generated_prefix.x=1`` without
+    ``template: generated_prefix``) would be ignored: one line naming the chosen one (it was 'unknown config
+    key', or 'did you mean verbalizer')."""
+    other = [k for k in raw if k not in DEFAULTS and k not in (template, verbalizer, "peer")]
+    if not other:
+        return  # no OpenPrompt import on the common path (issue #32)
+    import openprompt_ipt  # noqa: F401  (registers our templates)
+    from openprompt.prompts import TEMPLATE_CLASS, VERBALIZER_CLASS
+
+    for key in other:
+        for kind, registry, chosen in (("template", TEMPLATE_CLASS, template), ("verbalizer", VERBALIZER_CLASS, verbalizer)):
+            if key in registry:
+                raise KeyError(f"section '{key}' is for {kind}: {key}, but this config uses {kind}: {chosen} (its "
+                               f"keys go under '{chosen}'): set {kind}: {key}, or move the keys under '{chosen}'")
 
 
 def flat_keys(node: Dict, prefix: str = "") -> Dict:

@@ -179,6 +179,8 @@ def run_experiment(cfg: Dict, root: str | None = None, output_dir: str | None = 
     result = {"dataset": cfg["dataset"]["name"], "template": cfg["template"], "test_split": reported,
               "metrics": list(task.metrics),
               "strategy": strategy_of(cfg), "method": method or paper_method_name(cfg), "backbone": cfg["plm"]["model_path"],
+              # a local backbone's folder as an absolute path: predict finds it from any directory (runner/predict.py)
+              "backbone_dir": os.path.abspath(cfg["plm"]["model_path"]) if os.path.isdir(cfg["plm"]["model_path"]) else None,
               "backbone_shape": {"hidden_size": model.plm.config.hidden_size, "vocab_size": model.plm.config.vocab_size},
               **started_from,
               "sizes": {k: len(v) for k, v in feats.items()}, "max_seq_length": max_len,

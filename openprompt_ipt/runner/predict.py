@@ -129,13 +129,16 @@ def load_run(run_dir: str, device: str = "cpu") -> Predictor:
     from ..injection import max_positions
     from .plm import load_backbone
     from ..serialization import load_trainable
+    from ..training.distributed import resolve_device
 
     run_dir = find_run(run_dir)  # a config dir with one seed, a sweep's seed dir: the run inside
+    dev = resolve_device(device, "--device")  # before the backbone loads
     cfg_path, weights = os.path.join(run_dir, "config.json"), os.path.join(run_dir, "best.safetensors")
     from ..serialization import read_json
 
     retrain = "train the run again (experiments/run.py ... --overwrite) or use another run"
     cfg = read_json(cfg_path, retrain)
+    cfg["plm"]["model_path"] = trained_backbone(run_dir, cfg["plm"]["model_path"])
     from ..data import get_task
 
     task = get_task(cfg["dataset"]["name"], cfg["dataset"])
@@ -156,9 +159,27 @@ def load_run(run_dir: str, device: str = "cpu") -> Predictor:
     n_prefix = getattr(prompt_model.template, "n_prefix", 0)
     max_len = min(int(cfg["plm"]["max_seq_length"]), max_positions(prompt_model.plm.config) - n_prefix)
     wrapper = wrapper_class(max_seq_length=max_len, tokenizer=tokenizer, truncate_method="balanced")
-    dev = torch.device(device)
     prompt_model.to(dev).eval()
     return Predictor(run_dir, prompt_model, tokenizer, wrapper, cfg, dev)
+
+
+def trained_backbone(run_dir: str, model_path: str) -> str:
+    """The backbone a run trained on. A local folder given by a relative path (plm.model_path: models/bert)
+    named whatever that path holds in the directory predict runs in: another model there was used without
+    a word, none there was an error telling to --set plm.model_path. The run's metrics.json records the
+    folder (``backbone_dir``)."""
+    metrics = os.path.join(run_dir, "metrics.json")
+    if os.path.isabs(model_path) or not os.path.isfile(metrics):
+        return model_path
+    from ..serialization import read_json
+
+    recorded = read_json(metrics, "train the run again (experiments/run.py ... --overwrite)").get("backbone_dir")
+    if not recorded:
+        return model_path  # a hub name or alias, or a run from before backbone_dir
+    if not os.path.isdir(recorded):
+        raise FileNotFoundError(f"the backbone run '{run_dir}' trained on, '{recorded}' (plm.model_path: {model_path}), "
+                                "is gone: put the model back there, or train the run again")
+    return recorded
 
 
 def read_jsonl(path: str) -> List[Dict]:

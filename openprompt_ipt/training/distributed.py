@@ -31,6 +31,24 @@ def launched_world_size() -> int:
     return int(os.environ.get("WORLD_SIZE", "1"))
 
 
+def resolve_device(device, key: str = "train.device") -> torch.device:
+    """``auto`` (a GPU when there is one), or the device named; a name torch does not know (``gpu``) or a
+    GPU this machine lacks was a RuntimeError / AssertionError traceback: a ValueError naming ``key``."""
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError, ValueError):
+        raise ValueError(f"{key} = {device!r} is not a device: give auto, cpu, cuda or cuda:N") from None
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"{key} = {device!r} but this machine has no CUDA GPU (torch.cuda.is_available() is False): "
+                         "use cpu, or auto (a GPU when there is one)")
+    if dev.type == "cuda" and dev.index is not None and dev.index >= torch.cuda.device_count():
+        raise ValueError(f"{key} = {device!r} but this machine has {torch.cuda.device_count()} GPU(s): "
+                         f"give cuda:0 to cuda:{torch.cuda.device_count() - 1}")
+    return dev
+
+
 class Runtime:
     """Single process by default; see ``create``."""
 
@@ -49,8 +67,8 @@ class Runtime:
             raise ValueError(f"mixed precision '{mixed_precision}' is not one of {list(MIXED_PRECISION)}")
         world = launched_world_size()
         if world == 1 and mixed_precision == "no":
-            dev = torch.device(("cuda" if torch.cuda.is_available() else "cpu") if device == "auto" else device)
-            return cls(dev)
+            return cls(resolve_device(device))
+        resolve_device(device)  # a name torch does not know, a GPU this machine lacks: one line
         cpu = device == "cpu" or not torch.cuda.is_available() or os.environ.get("ACCELERATE_USE_CPU", "").lower() in ("1", "true")
         if mixed_precision == "fp16" and cpu:
             raise ValueError("mixed precision 'fp16' needs a CUDA GPU and this run is on CPU: use --mixed-precision "

@@ -23,7 +23,7 @@ from tqdm.auto import tqdm
 
 from ..serialization import trainable_state
 from .checkpoint import Progress, checkpoint_root, latest_checkpoint, load_checkpoint, rng_state, save_checkpoint, set_rng_state
-from .distributed import Runtime, mark_sparse
+from .distributed import Runtime, mark_sparse, resolve_device
 from .logs import RunLogger
 from .metrics import METRICS, answer_metrics, binary_metrics, classification_metrics, regression_metrics
 from .optim import build_optimizers, check_optimizer_settings, clip_grad_norm, linear_warmup, resolve_warmup, split_counts
@@ -57,9 +57,7 @@ class TrainConfig:
     history: List[Dict] = field(default_factory=list)
 
     def resolved_device(self) -> torch.device:
-        if self.device == "auto":
-            return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-        return torch.device(self.device)
+        return resolve_device(self.device)
 
 
 def set_seed(seed: int) -> None:
