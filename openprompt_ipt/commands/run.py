@@ -121,10 +121,12 @@ def _main(argv=None, parser=None, run_for=None) -> int:
         if path != args.config:
             print(f"config: {path} (found for --config {args.config})")
         args.config = path
-        notes = []
-        cfg = load_config(args.config, args.overrides, notes)
+        notes, unused = [], []
+        cfg = load_config(args.config, args.overrides, notes, unused)
         for note in notes:
             print(f"note (OpenPrompt schema): {note}")
+        for note in unused if int(os.environ.get("RANK", "0")) == 0 else ():  # keys this setup never reads
+            print(f"note: {note}", flush=True)
     except (KeyError, ValueError, FileNotFoundError) as e:
         print(f"error: {e.args[0] if isinstance(e, KeyError) and e.args else e}", file=sys.stderr)
         return 2
@@ -141,7 +143,7 @@ def _main(argv=None, parser=None, run_for=None) -> int:
         with quiet_libraries(args.quiet):  # 🤗 datasets' / transformers' own bars too
             summary = run_seeds(cfg, name, out, args.seeds, args.data_root, show_progress=not args.quiet,
                                 train_fn=training(run_for(args) if run_for else None, args.resume),
-                                resume=args.resume, overwrite=args.overwrite)
+                                resume=args.resume, overwrite=args.overwrite, notes=unused)
     except KeyboardInterrupt:  # Ctrl-C: one line, not a traceback
         if int(os.environ.get("RANK", "0")) == 0:
             script = _script_name(argv)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import copy
 import os
 from dataclasses import dataclass
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 from .protocols import few_shot_splits, low_resource_splits
 from .splits import cap_examples, held_out_split
@@ -27,6 +27,8 @@ class Splits:
     test: List
     labels: List[str]
     source: str = ""  # the line saying where the data came from (data/sources.py)
+    # dataset.max_eval sampled the reported split: {"max_eval", "kept", "of"} (rows kept of the split's rows)
+    test_cap: Optional[Dict] = None
 
     def as_tuple(self):
         return self.train, self.dev, self.test, self.labels
@@ -46,11 +48,12 @@ def data_source(cfg: Dict, root: str | None = None):
     return locate(get_task(cfg["dataset"]["name"], cfg["dataset"]), cfg["dataset"], root)
 
 
-def load_task(cfg: Dict, root: str | None, source=None):
+def load_task(cfg: Dict, root: str | None, source=None, sizes: Dict | None = None):
     """(train, dev, test, label names) under the protocol of ``docs/data.md``:
     dev = the task's own dev split where the source has one, else ``dev_from_train`` of train;
     test = the task's reported split; with ``train_from`` = that split (BoolQ offline),
-    ``test_from_train`` of it is held out as test first. ``source``: a ``data_source`` already found."""
+    ``test_from_train`` of it is held out as test first. ``source``: a ``data_source`` already found.
+    ``sizes`` (a dict) gets the dev and test sizes before ``max_eval`` caps them."""
     from .lookup import get_task
     from .tasks import SPLIT_ALIASES
 
@@ -79,6 +82,8 @@ def load_task(cfg: Dict, root: str | None, source=None):
     else:
         full_train = cap_examples(full_train, ds.get("max_train"), seed)
         train, dev = held_out_split(full_train, float(ds["dev_from_train"]), seed)
+    if sizes is not None:
+        sizes.update(dev=len(dev), test=len(test))
     dev = cap_examples(dev, ds.get("max_eval"), seed)
     test = cap_examples(test, ds.get("max_eval"), seed)
     for name, exs in (("train", train), ("dev", dev), ("test", test)):
@@ -88,12 +93,12 @@ def load_task(cfg: Dict, root: str | None, source=None):
     return train, dev, test, list(task.labels)
 
 
-def original_train(cfg: Dict, root: str, source=None):
+def original_train(cfg: Dict, root: str, source=None, sizes: Dict | None = None):
     """(the task's original labelled train, the reported split, labels), with load_task's handling of
     train_from / test_from_train; in a seed-independent order."""
     full = copy.deepcopy(cfg)
     full["dataset"]["max_train"] = None
-    train, dev, test, labels = load_task(full, root, source)
+    train, dev, test, labels = load_task(full, root, source, sizes)
     return sorted(train + dev, key=lambda ex: str(ex.guid)), test, labels
 
 
@@ -123,10 +128,11 @@ def prepare_splits(cfg: Dict, root: str) -> Splits:
         raise ValueError(f"protocol few_shot samples K examples per label, and {task.name} is a regression task "
                          "(no labels): use protocol.name: low_resource (K examples at random)")
     where = data_source(cfg, root)
+    sizes: Dict = {}
     if proto["name"] == "full":
-        train, dev, test, labels = load_task(cfg, root, where)
+        train, dev, test, labels = load_task(cfg, root, where, sizes)
     else:
-        pool, test, labels = original_train(cfg, root, where)
+        pool, test, labels = original_train(cfg, root, where, sizes)
         if proto["name"] == "few_shot":
             k = proto["k"]
             dev_k = proto["dev_k"] or k
@@ -138,4 +144,6 @@ def prepare_splits(cfg: Dict, root: str) -> Splits:
     if cfg.get("selection", "held_out") == "on_eval_set":
         dev = list(test)
     line = where.describe(cfg["dataset"]["name"]) + (task.offline_note(where.path) if where.is_local else "")
-    return Splits(list(train), list(dev), list(test), list(labels), line)
+    capped = sizes.get("test", len(test)) > len(test)
+    cap = {"max_eval": int(cfg["dataset"]["max_eval"]), "kept": len(test), "of": sizes["test"]} if capped else None
+    return Splits(list(train), list(dev), list(test), list(labels), line, cap)

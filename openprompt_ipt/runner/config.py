@@ -12,7 +12,7 @@ from typing import Dict, Iterable, List
 
 import yaml
 
-from .defaults import DEFAULTS, PROTOCOLS, SELECTIONS, did_you_mean  # noqa: F401  (re-exported)
+from .defaults import DEFAULTS, PROTOCOLS, SELECTIONS, did_you_mean, flat_keys  # noqa: F401  (re-exported)
 from .openprompt_schema import looks_like_openprompt, to_ours
 from .peer_config import check_peer  # no torch, no peer library: those load when a run builds the peer
 from .schema import check_sweep_values, check_values
@@ -204,9 +204,11 @@ def read_yaml_with_overrides(path: str, overrides: Iterable[str] = (), hint: str
     return raw
 
 
-def load_config(path: str, overrides: Iterable[str] = (), notes: List[str] | None = None) -> Dict:
+def load_config(path: str, overrides: Iterable[str] = (), notes: List[str] | None = None,
+                unused: List[str] | None = None) -> Dict:
     """Our schema, or OpenPrompt's experiment schema mapped onto it (``runner/openprompt_schema.py``;
-    ``notes`` collects what that mapping kept without effect)."""
+    ``notes`` collects what that mapping kept without effect). ``unused`` collects a line for each key the
+    YAML or --set wrote that this setup never reads (``runner/unused.py``: ``train.lr_plm`` with a frozen PLM)."""
     import os
 
     raw = read_yaml_with_overrides(path, overrides, expect="experiment")
@@ -221,6 +223,7 @@ def load_config(path: str, overrides: Iterable[str] = (), notes: List[str] | Non
     if "peer" in raw:  # a peer method (runner/peers.py): Adapter, Compacter, LoRA; checked without importing them
         sections["peer"] = raw["peer"] = check_peer(raw["peer"])
     sweep = flatten_sweep(raw.pop("sweep", None) or {})
+    written = copy.deepcopy(raw)  # the keys the user set: the merged config shares (and fills) some sections
     config = merge_config(DEFAULTS, raw, "", sections)
     # checks that need no OpenPrompt first: their errors answer before it loads (seconds, issue #32)
     check_values(config)  # types and ranges (runner/schema.py)
@@ -242,6 +245,10 @@ def load_config(path: str, overrides: Iterable[str] = (), notes: List[str] | Non
     check_model_name(config["plm"]["model_name"], config["plm"]["model_path"])
     check_sweep(config, sweep)
     config["sweep"] = sweep
+    if unused is not None:  # what the user wrote, never what the defaults filled in
+        from .unused import unused_keys
+
+        unused.extend(unused_keys(written, config, sweep))
     return config
 
 
@@ -260,18 +267,6 @@ def _check_unchosen_sections(raw: Dict, template: str, verbalizer: str) -> None:
             if key in registry:
                 raise KeyError(f"section '{key}' is for {kind}: {key}, but this config uses {kind}: {chosen} (its "
                                f"keys go under '{chosen}'): set {kind}: {key}, or move the keys under '{chosen}'")
-
-
-def flat_keys(node: Dict, prefix: str = "") -> Dict:
-    """``{"train": {"lr_prompt": x}}`` -> ``{"train.lr_prompt": x}`` (nested mappings to dotted keys)."""
-    flat: Dict = {}
-    for key, value in node.items():
-        path = f"{prefix}{key}"
-        if isinstance(value, dict):
-            flat.update(flat_keys(value, path + "."))
-        else:
-            flat[path] = value
-    return flat
 
 
 def flatten_sweep(sweep, prefix: str = "") -> Dict[str, list]:

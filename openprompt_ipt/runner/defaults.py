@@ -44,3 +44,15 @@ def did_you_mean(key: str, valid: Iterable[str]) -> str:
     """`` (did you mean 'x'?)`` for the closest of ``valid``, else empty."""
     match = difflib.get_close_matches(key, list(valid), n=1)
     return f" (did you mean '{match[0]}'?)" if match else ""
+
+
+def flat_keys(node: Dict, prefix: str = "") -> Dict:
+    """``{"train": {"lr_prompt": x}}`` -> ``{"train.lr_prompt": x}`` (nested mappings to dotted keys)."""
+    flat: Dict = {}
+    for key, value in node.items():
+        path = f"{prefix}{key}"
+        if isinstance(value, dict):
+            flat.update(flat_keys(value, path + "."))
+        else:
+            flat[path] = value
+    return flat

@@ -15,6 +15,7 @@ from ..data.sources import DEFAULT_DATA_ROOT, data_root  # noqa: F401  (the look
 from .build import build_model, check_label_words, seen_vocab_ids  # noqa: F401  (re-exported)
 from .config import CLASSIFYING_KEYS, DEFAULTS, check_head  # noqa: F401  (re-exported)
 from .peer_config import LABELS as PEER_LABELS
+from .selection import split_with_cap
 
 
 def epochs_for_steps(max_steps: int, batches_per_epoch: int, accumulation: int = 1) -> int:
@@ -210,7 +211,8 @@ def format_result(result: Dict) -> str:
               "spearman": "Spearman"}
     rows = [("split", *(titles.get(m, m) for m in names), "n"),
             ("dev (selection)", *(f"{d[m]:.4f}" for m in names), str(result["sizes"]["dev"])),
-            (f"test ({result.get('test_split', 'official val')})", *(f"{t[m]:.4f}" for m in names),
+            (f"test ({split_with_cap(result.get('test_split', 'official val'), result.get('test_cap'))})",
+             *(f"{t[m]:.4f}" for m in names),
              str(result["sizes"]["test"]))]
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = ["| " + " | ".join(c.ljust(w) for c, w in zip(r, widths)) + " |" for r in rows]

@@ -18,7 +18,7 @@ from typing import Callable, Dict, List, Optional, Sequence
 from ..data.prepare import Splits, prepare_splits
 from ..data.protocols import cv_folds
 from ..serialization import write_text_atomic
-from .selection import label_result
+from .selection import label_result, split_with_cap
 from .sweep import apply_point, expand_grid, point_name, select_best
 
 TrainFn = Callable[[Dict, Splits, Optional[str], bool], Dict]
@@ -123,6 +123,7 @@ def summarize(name: str, results: List[Dict]) -> Dict:
     return {"config_name": name, "dataset": first.get("dataset"), "method": first.get("method") or first.get("strategy"),
             "protocol": first.get("protocol"), "selection": first.get("selection"),
             "test_split": first.get("test_split"), "selection_metric": first.get("selection_metric"),
+            **({"test_cap": first["test_cap"]} if first.get("test_cap") else {}),
             "metrics": metrics, "seeds": [r["seed"] for r in results],
             "test": {m: mean_std([r["test"][m] for r in results]) for m in metrics},
             "best_dev": {m: mean_std([r["best_dev"][m] for r in results if m in r["best_dev"]]) for m in metrics},
@@ -132,9 +133,10 @@ def summarize(name: str, results: List[Dict]) -> Dict:
 
 def run_seeds(cfg: Dict, name: str, output_dir: Optional[str], seeds: Sequence[int] | None = None,
               root: str | None = None, train_fn: TrainFn | None = None, show_progress: bool = True,
-              resume: bool = False, overwrite: bool = False) -> Dict:
+              resume: bool = False, overwrite: bool = False, notes: Sequence[str] = ()) -> Dict:
     """Run ``cfg`` for each seed (default: ``cfg['seed']``); returns the summary (also written to
-    ``<output_dir>/<name>/summary.json`` with each seed's metrics.json under ``seed<k>/``).
+    ``<output_dir>/<name>/summary.json`` with each seed's metrics.json under ``seed<k>/``). ``notes``: the
+    config keys this setup never reads (``load_config``'s ``unused``), kept as ``unused_keys`` in both.
     A seed directory that already holds a run is refused (``training/run_dir.py``) unless ``resume``
     (``train_fn`` continues it) or ``overwrite`` (cleared once every seed's data is ready)."""
     from ..training.run_dir import holding
@@ -150,10 +152,10 @@ def run_seeds(cfg: Dict, name: str, output_dir: Optional[str], seeds: Sequence[i
     if resume and overwrite:
         raise ValueError("--resume continues the runs in the run directory, --overwrite replaces them: pass one")
     with holding([os.path.join(top, f"seed{s}") for s in seeds] if top else []):  # one process per run directory
-        return _run_seeds(cfg, name, top, seeds, root, train_fn, show_progress, resume, overwrite)
+        return _run_seeds(cfg, name, top, seeds, root, train_fn, show_progress, resume, overwrite, list(notes))
 
 
-def _run_seeds(cfg, name, top, seeds, root, train_fn, show_progress, resume, overwrite) -> Dict:
+def _run_seeds(cfg, name, top, seeds, root, train_fn, show_progress, resume, overwrite, notes=()) -> Dict:
     from ..training.run_dir import check_new_runs, clear_runs
 
     taken = check_new_runs([os.path.join(top, f"seed{s}") for s in seeds] if top else [], resume, overwrite)
@@ -168,6 +170,10 @@ def _run_seeds(cfg, name, top, seeds, root, train_fn, show_progress, resume, ove
     if int(os.environ.get("RANK", "0")) == 0:
         for line in dict.fromkeys(s.source for _, s in plans if s.source):  # each run says where its data came from
             print(line, flush=True)
+        cap = next((s.test_cap for _, s in plans if s.test_cap), None)
+        if cap:  # a sampled test split: said before any score, and next to the test row
+            print(f"test: {cap['kept']:,} of the reported split's {cap['of']:,} rows, a seeded sample "
+                  f"(dataset.max_eval = {cap['max_eval']})", flush=True)
         from .experiment import encoder_start
 
         start = encoder_start(cfg)
@@ -178,10 +184,16 @@ def _run_seeds(cfg, name, top, seeds, root, train_fn, show_progress, resume, ove
         seed_dir = os.path.join(top, f"seed{scfg['seed']}") if top else None
         result = run_one_seed(scfg, name, splits, seed_dir, train_fn, show_progress)
         result["data_source"] = splits.source
+        if splits.test_cap:  # dataset.max_eval sampled the reported split: said next to its label
+            result["test_cap"] = splits.test_cap
+        if notes:
+            result["unused_keys"] = list(notes)
         if seed_dir:
             write_json(os.path.join(seed_dir, "metrics.json"), result)
         results.append(result)
     summary = summarize(name, results)
+    if notes:
+        summary["unused_keys"] = list(notes)
     if top:
         write_json(os.path.join(top, "summary.json"), summary)
     summary["results"] = results
@@ -192,7 +204,7 @@ def format_summary(summary: Dict) -> str:
     """One screen: each seed's selected point, dev and test scores, then mean ± std."""
     metrics = summary["metrics"]
     head = (f"{summary['config_name']}: {summary['dataset']} | {summary['method']} | protocol {summary['protocol']} "
-            f"| selection {summary['selection']} | test = {summary['test_split']}")
+            f"| selection {summary['selection']} | test = {split_with_cap(summary['test_split'], summary.get('test_cap'))}")
     rows = [("seed", "selected point", f"dev {summary['selection_metric']}", *(f"test {m}" for m in metrics))]
     for r in summary["per_seed"]:
         point = ", ".join(f"{k.split('.')[-1]}={v}" for k, v in (r["selected_point"] or {}).items()) or "-"
