@@ -584,3 +584,70 @@ def test_a_per_slot_table_gets_its_gradient_in_one_op_not_one_zero_fill_per_slot
     table_sized = [e for e in prof.events() if e.name in ("aten::fill_", "aten::zero_", "aten::zeros")
                    and e.input_shapes and tuple(e.input_shapes[0]) == shape]
     assert len(table_sized) <= 1, (shape, [(e.name, e.input_shapes) for e in table_sized])
+
+
+CHECKPOINTED_CASES = {"prefix-kv": CASES["prefix-kv"], "ipt_random-kv": CASES["ipt_random-kv"],
+                      "m_idpg-dnn-kv-previous": CASES["m_idpg-dnn-kv-previous"],
+                      "ptuning_v2-hidden": CASES["ptuning_v2-hidden"], "m_idpg-phm-hidden": CASES["m_idpg-phm-hidden"],
+                      "prefix-input": CASES["prefix-input"], "lpt-late": INTERRUPTED_CASES["lpt-late"]}
+
+
+def _checkpointing(model, reentrant) -> None:
+    """The PLM's gradient checkpointing off (``reentrant`` None) or on, as a user turns it on."""
+    if reentrant is None:
+        model.gradient_checkpointing_disable()
+    else:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": reentrant})
+
+
+def _prompt_gradients(model, tok, **kwargs):
+    """One backward of a freshly seeded template on ``model`` (training mode: transformers checkpoints only then);
+    {name: grad} of what trains."""
+    from openprompt import PromptForClassification
+    from openprompt.prompts import SoftVerbalizer
+
+    from helpers import TEXT
+
+    torch.manual_seed(1)
+    template = GeneratedPrefixTemplate(model, tok, text=TEXT, prompt_length=3, **kwargs)
+    verbalizer = SoftVerbalizer(tok, model, num_classes=2, label_words=[["yes"], ["no"]])
+    pm = PromptForClassification(model, template, verbalizer, freeze_plm=True, plm_eval_mode=False).train()
+    torch.manual_seed(2)  # the same dropout masks in every run (the checkpoint replays the RNG state)
+    pm(batch_for(pm, tok, examples())).logsumexp(-1).sum().backward()
+    if template.injector is not None:
+        template.injector.remove()  # the next run's template hooks the same PLM
+    return {n: p.grad for n, p in template.named_parameters() if p.requires_grad}
+
+
+@pytest.mark.parametrize("case", list(CHECKPOINTED_CASES))
+def test_gradient_checkpointing_on_the_plm_gives_the_same_gradients(plm, case):
+    """``plm.gradient_checkpointing_enable()``: the backward recomputes each layer after post_processing_outputs
+    disarmed the hooks. The recompute ran without the prompt: CheckpointError (use_reentrant=False), or, reentrant,
+    a prompt that got no gradient (kv) or a wrong one (transformers 4.x, hidden), silently."""
+    model, tok = plm
+    expected = _prompt_gradients(model, tok, **CHECKPOINTED_CASES[case])
+    assert expected and all(g is not None and g.abs().sum() > 0 for g in expected.values())
+    for reentrant in (False, True):
+        _checkpointing(model, reentrant)
+        got = _prompt_gradients(model, tok, **CHECKPOINTED_CASES[case])
+        assert got.keys() == expected.keys()
+        for name, grad in got.items():
+            assert grad is not None, f"use_reentrant={reentrant}: no gradient reaches {name}"
+            torch.testing.assert_close(grad, expected[name], rtol=1e-5, atol=1e-6,
+                                       msg=lambda m: f"use_reentrant={reentrant}, {name}: {m}")
+
+
+def test_two_templates_on_one_checkpointed_plm_each_carry_their_own_prompt(bert):
+    """Several templates may share one frozen PLM: each one's recompute runs with its own prompt, and a template
+    removed from the PLM is no longer carried."""
+    model, tok = bert
+    expected = _prompt_gradients(model, tok, **CASES["prefix-kv"])
+    _checkpointing(model, False)
+    other = build_prefix(model, tok, prompt_length=3, **CASES["ptuning_v2-hidden"]).train()
+    other.plm.train()
+    other(batch_for(other, tok, examples())).sum().backward()  # the carriers now hold the other injector
+    got = _prompt_gradients(model, tok, **CASES["prefix-kv"])
+    for name, grad in got.items():
+        torch.testing.assert_close(grad, expected[name], rtol=1e-5, atol=1e-6)
+    carriers = [m._gradient_checkpointing_func for m in model.modules() if getattr(m, "gradient_checkpointing", False)]
+    assert carriers and all(c.injectors == [other.template.injector] for c in carriers)
