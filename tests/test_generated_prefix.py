@@ -294,6 +294,32 @@ def test_cached_plm_cls_follows_changes_of_the_plms_weights(bert):
         assert torch.allclose(cached(clone(batch)), fresh(clone(batch)), atol=1e-6)
 
 
+
+def test_plm_cls_cache_is_bounded_and_each_entry_holds_one_vector(bert):
+    """The cache grew with every new text (predicting over a large file filled the device), and each entry was a
+    view that kept its whole pass's (rows, tokens, H) hidden states alive, not its own H-vector."""
+    model, tok = bert
+    torch.manual_seed(1)
+    cached = build_prefix(model, tok, generator="idpg", idpg={"layer": "dnn", "cache_size": 4}).eval()
+    torch.manual_seed(1)
+    fresh = build_prefix(model, tok, generator="idpg", idpg={"layer": "dnn", "cache": False}).eval()
+    fresh.template.load_state_dict(cached.template.state_dict())
+    batch = batch_for(cached, tok, examples())
+    enc = cached.template.generator.sentence
+    with torch.no_grad():
+        for passes in (6, 8):  # the second time, only the 2 texts that found no room go through the PLM again
+            assert torch.allclose(cached(clone(batch)), fresh(clone(batch)), atol=1e-6)
+            assert enc.passes == passes and len(enc.cache) == 4
+    for vector in enc.cache.values():
+        assert vector.untyped_storage().nbytes() == model.config.hidden_size * vector.element_size()
+
+
+@pytest.mark.parametrize("size", [0, True, 2.5, "many"])
+def test_a_bad_plm_cls_cache_size_is_one_line(bert, size):
+    model, tok = bert
+    with pytest.raises(ValueError, match=r"^idpg.cache_size must be a positive integer .* got " + repr(size)):
+        build_prefix(model, tok, generator="idpg", idpg={"layer": "dnn", "cache_size": size})
+
 LONG_INPUT_CASES = {
     "m_idpg-hidden": dict(generator="idpg", idpg={"layer": "dnn", "hidden": 8}),
     "s_idpg-input": dict(generator="idpg", idpg={"depth": "single", "layer": "dnn", "hidden": 8}),
