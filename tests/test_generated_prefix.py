@@ -294,6 +294,32 @@ def test_cached_plm_cls_follows_changes_of_the_plms_weights(bert):
         assert torch.allclose(cached(clone(batch)), fresh(clone(batch)), atol=1e-6)
 
 
+
+def test_plm_cls_cache_is_bounded_and_each_entry_holds_one_vector(bert):
+    """The cache grew with every new text (predicting over a large file filled the device), and each entry was a
+    view that kept its whole pass's (rows, tokens, H) hidden states alive, not its own H-vector."""
+    model, tok = bert
+    torch.manual_seed(1)
+    cached = build_prefix(model, tok, generator="idpg", idpg={"layer": "dnn", "cache_size": 4}).eval()
+    torch.manual_seed(1)
+    fresh = build_prefix(model, tok, generator="idpg", idpg={"layer": "dnn", "cache": False}).eval()
+    fresh.template.load_state_dict(cached.template.state_dict())
+    batch = batch_for(cached, tok, examples())
+    enc = cached.template.generator.sentence
+    with torch.no_grad():
+        for passes in (6, 8):  # the second time, only the 2 texts that found no room go through the PLM again
+            assert torch.allclose(cached(clone(batch)), fresh(clone(batch)), atol=1e-6)
+            assert enc.passes == passes and len(enc.cache) == 4
+    for vector in enc.cache.values():
+        assert vector.untyped_storage().nbytes() == model.config.hidden_size * vector.element_size()
+
+
+@pytest.mark.parametrize("size", [0, True, 2.5, "many"])
+def test_a_bad_plm_cls_cache_size_is_one_line(bert, size):
+    model, tok = bert
+    with pytest.raises(ValueError, match=r"^idpg.cache_size must be a positive integer .* got " + repr(size)):
+        build_prefix(model, tok, generator="idpg", idpg={"layer": "dnn", "cache_size": size})
+
 LONG_INPUT_CASES = {
     "m_idpg-hidden": dict(generator="idpg", idpg={"layer": "dnn", "hidden": 8}),
     "s_idpg-input": dict(generator="idpg", idpg={"depth": "single", "layer": "dnn", "hidden": 8}),
@@ -584,3 +610,70 @@ def test_a_per_slot_table_gets_its_gradient_in_one_op_not_one_zero_fill_per_slot
     table_sized = [e for e in prof.events() if e.name in ("aten::fill_", "aten::zero_", "aten::zeros")
                    and e.input_shapes and tuple(e.input_shapes[0]) == shape]
     assert len(table_sized) <= 1, (shape, [(e.name, e.input_shapes) for e in table_sized])
+
+
+CHECKPOINTED_CASES = {"prefix-kv": CASES["prefix-kv"], "ipt_random-kv": CASES["ipt_random-kv"],
+                      "m_idpg-dnn-kv-previous": CASES["m_idpg-dnn-kv-previous"],
+                      "ptuning_v2-hidden": CASES["ptuning_v2-hidden"], "m_idpg-phm-hidden": CASES["m_idpg-phm-hidden"],
+                      "prefix-input": CASES["prefix-input"], "lpt-late": INTERRUPTED_CASES["lpt-late"]}
+
+
+def _checkpointing(model, reentrant) -> None:
+    """The PLM's gradient checkpointing off (``reentrant`` None) or on, as a user turns it on."""
+    if reentrant is None:
+        model.gradient_checkpointing_disable()
+    else:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": reentrant})
+
+
+def _prompt_gradients(model, tok, **kwargs):
+    """One backward of a freshly seeded template on ``model`` (training mode: transformers checkpoints only then);
+    {name: grad} of what trains."""
+    from openprompt import PromptForClassification
+    from openprompt.prompts import SoftVerbalizer
+
+    from helpers import TEXT
+
+    torch.manual_seed(1)
+    template = GeneratedPrefixTemplate(model, tok, text=TEXT, prompt_length=3, **kwargs)
+    verbalizer = SoftVerbalizer(tok, model, num_classes=2, label_words=[["yes"], ["no"]])
+    pm = PromptForClassification(model, template, verbalizer, freeze_plm=True, plm_eval_mode=False).train()
+    torch.manual_seed(2)  # the same dropout masks in every run (the checkpoint replays the RNG state)
+    pm(batch_for(pm, tok, examples())).logsumexp(-1).sum().backward()
+    if template.injector is not None:
+        template.injector.remove()  # the next run's template hooks the same PLM
+    return {n: p.grad for n, p in template.named_parameters() if p.requires_grad}
+
+
+@pytest.mark.parametrize("case", list(CHECKPOINTED_CASES))
+def test_gradient_checkpointing_on_the_plm_gives_the_same_gradients(plm, case):
+    """``plm.gradient_checkpointing_enable()``: the backward recomputes each layer after post_processing_outputs
+    disarmed the hooks. The recompute ran without the prompt: CheckpointError (use_reentrant=False), or, reentrant,
+    a prompt that got no gradient (kv) or a wrong one (transformers 4.x, hidden), silently."""
+    model, tok = plm
+    expected = _prompt_gradients(model, tok, **CHECKPOINTED_CASES[case])
+    assert expected and all(g is not None and g.abs().sum() > 0 for g in expected.values())
+    for reentrant in (False, True):
+        _checkpointing(model, reentrant)
+        got = _prompt_gradients(model, tok, **CHECKPOINTED_CASES[case])
+        assert got.keys() == expected.keys()
+        for name, grad in got.items():
+            assert grad is not None, f"use_reentrant={reentrant}: no gradient reaches {name}"
+            torch.testing.assert_close(grad, expected[name], rtol=1e-5, atol=1e-6,
+                                       msg=lambda m: f"use_reentrant={reentrant}, {name}: {m}")
+
+
+def test_two_templates_on_one_checkpointed_plm_each_carry_their_own_prompt(bert):
+    """Several templates may share one frozen PLM: each one's recompute runs with its own prompt, and a template
+    removed from the PLM is no longer carried."""
+    model, tok = bert
+    expected = _prompt_gradients(model, tok, **CASES["prefix-kv"])
+    _checkpointing(model, False)
+    other = build_prefix(model, tok, prompt_length=3, **CASES["ptuning_v2-hidden"]).train()
+    other.plm.train()
+    other(batch_for(other, tok, examples())).sum().backward()  # the carriers now hold the other injector
+    got = _prompt_gradients(model, tok, **CASES["prefix-kv"])
+    for name, grad in got.items():
+        torch.testing.assert_close(grad, expected[name], rtol=1e-5, atol=1e-6)
+    carriers = [m._gradient_checkpointing_func for m in model.modules() if getattr(m, "gradient_checkpointing", False)]
+    assert carriers and all(c.injectors == [other.template.injector] for c in carriers)

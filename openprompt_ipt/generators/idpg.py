@@ -19,7 +19,7 @@ from torch import nn
 
 from .layered import GeneratorContext, LayerPromptGenerator
 from .phm import PHMLinear
-from .sentence import SENTENCE_ENCODERS, GLOVE_PACKAGE, GloveEncoder, PLMClsEncoder, StaticMeanEncoder
+from .sentence import CACHE_SIZE, SENTENCE_ENCODERS, GLOVE_PACKAGE, GloveEncoder, PLMClsEncoder, StaticMeanEncoder
 
 LAYER_TYPES, DEPTHS, SHARINGS, INPUTS = ("dnn", "phm"), ("single", "multi"), ("S", "M", "L"), ("layer0", "previous")
 ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU, "gelu": nn.GELU}
@@ -36,6 +36,7 @@ class IDPGConfig:
     glove_path: str = GLOVE_PACKAGE
     glove_dim: Optional[int] = None    # expected GloVe width (checked against the file)
     cache: bool = True                 # plm_cls: reuse representations of seen examples
+    cache_size: int = CACHE_SIZE       # plm_cls: at most this many texts' representations kept (on the device)
     depth: str = "multi"               # single (S-IDPG) | multi (M-IDPG)
     sharing: str = "M"                 # S | M | L
     input_from: str = "layer0"         # layer0 | previous
@@ -98,9 +99,14 @@ class IDPGGenerator(LayerPromptGenerator):
                              f"after late_layer), not '{ctx.injection}'")
         if config.depth == "multi" and ctx.injection in ("input", "late"):
             raise ValueError(f"idpg.depth 'multi' (M-IDPG) needs injection: hidden or kv, not '{ctx.injection}'")
+        size = config.cache_size
+        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+            raise ValueError(f"idpg.cache_size must be a positive integer (texts whose M(x) is kept), got {size!r}: "
+                             "use idpg.cache: false to keep none")
         d, t = ctx.hidden_size, ctx.prompt_length
         if config.encoder == "plm_cls":
-            self.sentence = PLMClsEncoder(ctx.plm, ctx.tokenizer, cache=config.cache, injector=ctx.injector)
+            self.sentence = PLMClsEncoder(ctx.plm, ctx.tokenizer, cache=config.cache, injector=ctx.injector,
+                                          cache_size=size)
         elif config.encoder == "static_mean":
             self.sentence = StaticMeanEncoder(ctx.word_embeddings)
         else:

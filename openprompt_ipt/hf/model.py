@@ -20,10 +20,10 @@ from torch import nn
 
 from ..generators.layered import InstanceInputs
 from ..injection import max_positions, prepend, trim_outputs
+from ..injection.checkpointing import carry_prompt
 from ..prompting import build_input_prompt, build_layered_generator, input_prompt_vectors, place_prompts, release_prompts
 from ..prompting.layered_prompt import SECTIONS
 from ..serialization import read_json, read_safetensors, write_text_atomic
-from .checkpointing import carry_prompt
 from .config import InstancePromptConfig
 from .instance_tokens import instance_tokens
 from .tokenizer_check import check_against_model, check_against_record, tokenizer_record
@@ -205,14 +205,16 @@ class InstancePromptModel(nn.Module):
     # ---- the Trainer's gradient_checkpointing=True ------------------------------------------------------------
     def activation_checkpointing_enable(self, activation_checkpointing_kwargs=None, **kwargs):
         """The base's gradient checkpointing, with the per-layer prompt carried into the backward's recompute
-        (hf/checkpointing.py); the input embeddings then require grad, so a reentrant checkpoint sees the graph."""
+        (injection/checkpointing.py); the input embeddings then require grad, so a reentrant checkpoint sees the
+        graph."""
         enable = getattr(self.base_model, "activation_checkpointing_enable", None)
         if enable is not None:  # transformers >= 5 (gradient_checkpointing_enable is its deprecated alias)
             enable(activation_checkpointing_kwargs=activation_checkpointing_kwargs, **kwargs)
         else:
             self.base_model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=activation_checkpointing_kwargs,
                                                           **kwargs)
-        carry_prompt(self.base_model, self.injector)
+        if self.injector is not None:  # at once, not at the first forward: a reentrant request warns here
+            carry_prompt(self.injector.checkpointable, self.injector)
         self._checkpointing = True
 
     def gradient_checkpointing_enable(self, gradient_checkpointing_kwargs=None, **kwargs):

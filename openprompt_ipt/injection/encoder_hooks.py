@@ -27,6 +27,7 @@ from typing import Callable, Optional
 import torch
 from torch import nn
 
+from .checkpointing import carry_prompt, checkpointable, drop_prompt
 from .precision import autocast_dtype
 from .layout import find_layout
 
@@ -123,15 +124,20 @@ class ArmedHooks:
     plan = None
     claimed = False  # the PLM forward the plan was armed for has started
     handles: list  # set by each subclass's __init__
+    checkpointable: tuple = ()  # the PLM's modules that may checkpoint a layer (set by watch_forwards)
 
     def arm(self, plan) -> None:
         self.plan, self.claimed = plan, False
+        # gradient checkpointing may have been turned on since the last forward: the backward's recompute of a
+        # layer must see this plan too (injection/checkpointing.py)
+        carry_prompt(self.checkpointable, self)
 
     def watch_forwards(self, model: nn.Module) -> None:
         """A pre-hook on the whole PLM: the first forward after ``arm`` is the plan's own. A plan still armed when
         the next forward starts was left by a forward that never finished (Ctrl-C, out of memory: nothing disarmed
         it); it is dropped, so its stale prompt never reaches another template's, or the plain PLM's, forward."""
         self.handles.append(model.register_forward_pre_hook(self._claim))
+        self.checkpointable = checkpointable(model)
 
     def _claim(self, module, args):
         if self.plan is not None:
@@ -155,7 +161,8 @@ class ArmedHooks:
     def remove(self) -> None:
         for h in self.handles:
             h.remove()
-        self.handles, self.plan = [], None
+        drop_prompt(self.checkpointable, self)
+        self.handles, self.plan, self.checkpointable = [], None, ()
 
 
 class LayerPromptInjector(ArmedHooks):

@@ -146,6 +146,7 @@ SCHEMA: Dict[str, object] = {
     "generated_prefix.idpg.phm_share_a": Flag(null="yes for single depth, no for multi"),
     "generated_prefix.idpg.glove_dim": Number(int, low=1, null="the file's width"),
     "generated_prefix.idpg.cache": Flag(),
+    "generated_prefix.idpg.cache_size": INT_POS,
     "generated_prefix.idpg.residual": Flag(),
     "generated_prefix.idpg.layernorm": Flag(),
     "generated_prefix.idpg.init_std": INIT_STD,
