@@ -88,6 +88,9 @@ def test_generated_prefix_keys_its_generator_and_injection_do_not_read(tmp_path)
         "generated_prefix.hidden_mode", "generated_prefix.idpg.cache", "generated_prefix.idpg.phm_n",
         "generated_prefix.idpg.sharing", "generated_prefix.prefix_positions"]
     assert any("injection is input" in n for n in notes)
+    text_cache = text.replace("encoder: static_mean, cache: false", "encoder: plm_cls, cache: false, cache_size: 64")
+    assert any(n.startswith("generated_prefix.idpg.cache_size = 64 is not used: generated_prefix.idpg.cache is false")
+               for n in unused_of(tmp_path, text_cache, base=""))
 
 
 def test_every_shipped_yaml_still_loads_with_only_the_known_notes(tmp_path):

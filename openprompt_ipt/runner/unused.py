@@ -168,8 +168,10 @@ def _idpg(key: str, node: Dict) -> str:
     encoder = node.get("encoder", "plm_cls")
     if key in ("glove_path", "glove_dim") and encoder != "glove":
         return f"generated_prefix.idpg.encoder is {encoder} (the GloVe keys are read by encoder: glove only)"
-    if key == "cache" and encoder != "plm_cls":
+    if key in ("cache", "cache_size") and encoder != "plm_cls":
         return f"generated_prefix.idpg.encoder is {encoder} (cache keeps plm_cls representations only)"
+    if key == "cache_size" and node.get("cache") is False:
+        return "generated_prefix.idpg.cache is false (nothing is kept)"
     if key in ("sharing", "input_from") and node.get("depth", "multi") == "single":
         return "generated_prefix.idpg.depth is single (one generator at the input)"
     return ""
