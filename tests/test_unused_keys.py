@@ -105,8 +105,8 @@ def test_every_shipped_yaml_still_loads_with_only_the_known_notes(tmp_path):
         for note in unused:
             seen.setdefault(note.split(" = ")[0], []).append(os.path.relpath(path, ROOT))
     # the papers' rows keep one set of rates (lr_plm with a frozen PLM) and generated few-shot rows keep
-    # dev_from_train; the generalise Encoder IPT rows set sparse, which only a vocabulary table reads
-    assert set(seen) == {"train.lr_plm", "dataset.dev_from_train", "instance_wise.sparse"}
+    # dev_from_train
+    assert set(seen) == {"train.lr_plm", "dataset.dev_from_train"}
     assert len(seen["train.lr_plm"]) >= 80
 
 
