@@ -131,7 +131,7 @@ def _main(argv=None, parser=None, run_for=None) -> int:
         print(f"error: {e.args[0] if isinstance(e, KeyError) and e.args else e}", file=sys.stderr)
         return 2
     from openprompt_ipt.runner.experiment import format_result
-    from openprompt_ipt.runner.quiet import interrupted_line, quiet_libraries
+    from openprompt_ipt.runner.quiet import interrupted_exit_code, interrupted_line, quiet_libraries, sigterm_interrupts
     from openprompt_ipt.runner.runs import format_summary, run_seeds
     from openprompt_ipt.training.logs import format_summary as format_run_summary
 
@@ -140,16 +140,16 @@ def _main(argv=None, parser=None, run_for=None) -> int:
     try:
         if args.resume and not os.path.isdir(os.path.join(out, name)):
             raise FileNotFoundError(f"--resume: no runs of '{name}' under '{out}' (train without --resume first)")
-        with quiet_libraries(args.quiet):  # 🤗 datasets' / transformers' own bars too
+        with quiet_libraries(args.quiet), sigterm_interrupts():  # 🤗 datasets' / transformers' own bars too
             summary = run_seeds(cfg, name, out, args.seeds, args.data_root, show_progress=not args.quiet,
                                 train_fn=training(run_for(args) if run_for else None, args.resume),
                                 resume=args.resume, overwrite=args.overwrite, notes=unused)
-    except KeyboardInterrupt:  # Ctrl-C: one line, not a traceback
+    except KeyboardInterrupt as e:  # Ctrl-C or SIGTERM (a scheduler's pre-emption): one line, not a traceback
         if int(os.environ.get("RANK", "0")) == 0:
             script = _script_name(argv)
             argv = list(sys.argv[1:] if argv is None else argv)
             print(interrupted_line(os.path.join(out, name), script, argv), file=sys.stderr, flush=True)
-        return 130
+        return interrupted_exit_code(e)  # 130, or 143 for SIGTERM: what a scheduler expects
     except (ValueError, FileNotFoundError, KeyError, ImportError, FloatingPointError) as e:  # DamagedFile, RunDirExists too
         lines = e.lines + [e.summary] if hasattr(e, "lines") else [e.args[0] if isinstance(e, KeyError) and e.args else e]
         for line in lines:  # data.rows.BadRows: every bad row, then what to do

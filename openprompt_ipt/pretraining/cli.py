@@ -21,21 +21,29 @@ def run_pretraining_cli(argv: Optional[List[str]], doc: str, config_help: str, s
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     args = p.parse_args(argv)
+    from ..training.run_dir import held, release
+
+    before = set(held())
     try:
         import torch
 
         if args.threads:
             torch.set_num_threads(args.threads)
-        from ..runner.quiet import quiet_libraries
+        from ..runner.quiet import quiet_libraries, sigterm_interrupts
 
-        with quiet_libraries(args.quiet):  # 🤗 datasets' corpus bars too
+        with quiet_libraries(args.quiet), sigterm_interrupts():  # 🤗 datasets' corpus bars too; SIGTERM as Ctrl-C
             text = run(args)
     except (KeyError, ValueError, FileNotFoundError, ImportError) as e:
         # KeyError's str() wraps the message in quotes: print the message itself
         print(f"error: {e.args[0] if isinstance(e, KeyError) and e.args else e}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM (a scheduler's pre-emption): exit code 143
+        from ..runner.quiet import interrupted_exit_code
+
         print("interrupted: rerun the same command with --resume to continue (state is kept in <output>.partial)", file=sys.stderr)
-        return 130
+        return interrupted_exit_code(e)
+    finally:
+        for path in set(held()) - before:  # the export's lock: a command that has ended holds none (no lock file left)
+            release(path)
     print(text)
     return 0

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Dict, List, Sequence
+from typing import Dict, List, Optional, Sequence
 
 from ..serialization import load_trainable
 from .config import flat_keys
@@ -31,15 +31,23 @@ def read_source(run_dir: str) -> Dict:
         return json.load(f)
 
 
-def check_compatible(cfg: Dict, source: Dict, run_dir: str) -> None:
-    """Same template class, backbone and template structure (the wording of the text may differ)."""
+def check_compatible(cfg: Dict, source: Dict, run_dir: str, source_metrics: Optional[Dict] = None) -> None:
+    """Same template class, backbone and template structure (the wording of the text may differ). A local
+    backbone is compared by its folder (``backbone_dir`` in the source's metrics.json): a relative
+    ``plm.model_path`` names another model in another directory."""
+    from .local_paths import same_backbone
+
     where = f"init_from '{run_dir}'"
     if source["template"] != cfg["template"]:
         raise ValueError(f"{where} trained template '{source['template']}' but this run uses '{cfg['template']}': "
                          "start from a run of the same template")
-    if str(source["plm"]["model_path"]) != str(cfg["plm"]["model_path"]):
-        raise ValueError(f"{where} was trained on backbone '{source['plm']['model_path']}' but this run uses "
-                         f"'{cfg['plm']['model_path']}': start from a run of the same backbone")
+    there, folder = source["plm"]["model_path"], (source_metrics or {}).get("backbone_dir")
+    if not same_backbone(str(there), folder, str(cfg["plm"]["model_path"])):
+        here = cfg["plm"]["model_path"]
+        here = f"'{here}' ({os.path.abspath(here)})" if os.path.isdir(here) and not os.path.isabs(here) else f"'{here}'"
+        there = f"'{there}'" + (f" ({folder})" if folder and folder != there else "")
+        raise ValueError(f"{where} was trained on backbone {there} but this run uses {here}: start from a run of "
+                         "the same backbone")
     mine, theirs = flat_keys(cfg.get(cfg["template"]) or {}), flat_keys(source.get(source["template"]) or {})
     for key in sorted(set(mine) | set(theirs)):
         if key.split(".")[-1] in WORDING_KEYS or key in WORDING_KEYS:
@@ -67,12 +75,12 @@ def init_from_run(model, cfg: Dict, labels: Sequence[str], log=print) -> Dict:
     Returns what was loaded (it goes into metrics.json)."""
     run_dir = str(cfg["init_from"]).replace("{seed}", str(cfg["seed"]))  # each seed from its own stage-1 run
     source = read_source(run_dir)
-    check_compatible(cfg, source, run_dir)
     metrics_path = os.path.join(run_dir, "metrics.json")
     source_metrics = {}
     if os.path.isfile(metrics_path):
         with open(metrics_path) as f:
             source_metrics = json.load(f)
+    check_compatible(cfg, source, run_dir, source_metrics)
     check_backbone_shape(model, source_metrics, run_dir)
     weights = os.path.join(run_dir, "template", "template.safetensors")
     try:

@@ -169,12 +169,12 @@ def trained_backbone(run_dir: str, model_path: str) -> str:
     a word, none there was an error telling to --set plm.model_path. The run's metrics.json records the
     folder (``backbone_dir``)."""
     metrics = os.path.join(run_dir, "metrics.json")
-    if os.path.isabs(model_path) or not os.path.isfile(metrics):
+    if (os.path.isabs(model_path) and os.path.isdir(model_path)) or not os.path.isfile(metrics):
         return model_path
     from ..serialization import read_json
 
     recorded = read_json(metrics, "train the run again (experiments/run.py ... --overwrite)").get("backbone_dir")
-    if not recorded:
+    if not recorded or (os.path.isabs(model_path) and os.path.normpath(model_path) != os.path.normpath(recorded)):
         return model_path  # a hub name or alias, or a run from before backbone_dir
     if not os.path.isdir(recorded):
         raise FileNotFoundError(f"the backbone run '{run_dir}' trained on, '{recorded}' (plm.model_path: {model_path}), "

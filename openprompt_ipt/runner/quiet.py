@@ -3,13 +3,17 @@
 ``quiet_libraries()``: 🤗 datasets' "Generating train split" bars and transformers' loading bars are off
 for the block (they ignore our ``show_progress``). ``interrupted_line``: the one line a run stopped by
 Ctrl-C prints instead of a traceback, naming its newest checkpoint and the ``--resume`` command.
+``sigterm_interrupts()``: for the block, SIGTERM (``kill``, a scheduler's pre-emption) takes Ctrl-C's path
+(``Terminated``, a KeyboardInterrupt), so a pre-empted run releases its lock and prints that line too.
 """
 from __future__ import annotations
 
 import contextlib
 import os
 import shlex
+import signal
 import sys
+import threading
 from typing import List, Optional
 
 _ENV = ("HF_DATASETS_DISABLE_PROGRESS_BARS", "HF_HUB_DISABLE_PROGRESS_BARS")
@@ -51,6 +55,36 @@ def quiet_libraries(quiet: bool = True):
                 os.environ[k] = v
         for fn in restore:
             fn()
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where Ctrl-C's KeyboardInterrupt would be; the command exits with ``exit_code`` (128 + 15),
+    which schedulers read as "terminated"."""
+    exit_code = 128 + signal.SIGTERM
+
+
+def interrupted_exit_code(error: KeyboardInterrupt) -> int:
+    return getattr(error, "exit_code", 130)  # Ctrl-C: 128 + SIGINT
+
+
+@contextlib.contextmanager
+def sigterm_interrupts():
+    """SIGTERM raises ``Terminated`` in the block, as SIGINT raises KeyboardInterrupt; the previous handler is back
+    after it. Only a single process's main thread: signal handlers live there, and under torchrun /
+    accelerate the launcher forwards SIGTERM to every rank, where an unwinding rank would wait on dead peers."""
+    single = int(os.environ.get("WORLD_SIZE", "1")) <= 1
+    if not single or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def on_sigterm(signum, frame):
+        raise Terminated()
+
+    previous = signal.signal(signal.SIGTERM, on_sigterm)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)  # None: set outside Python
 
 
 def newest_checkpoint(folder: str) -> Optional[str]:

@@ -18,6 +18,7 @@ from typing import Callable, Dict, List, Optional, Sequence
 from ..data.prepare import Splits, prepare_splits
 from ..data.protocols import cv_folds
 from ..serialization import write_text_atomic
+from .local_paths import record_local_paths, recorded_config
 from .selection import label_result, split_with_cap
 from .sweep import apply_point, expand_grid, point_name, select_best
 
@@ -163,6 +164,8 @@ def _run_seeds(cfg, name, top, seeds, root, train_fn, show_progress, resume, ove
     for seed in seeds:  # every seed's data first: a bad protocol (K too large) fails before any run is written
         scfg = copy.deepcopy(cfg)
         scfg["seed"] = int(seed)
+        seed_dir = os.path.join(top, f"seed{seed}") if top else None  # its model / data folders: those it recorded
+        record_local_paths(scfg, recorded_config(seed_dir) if resume else None, seed_dir)
         plans.append((scfg, prepare_splits(scfg, root)))
     if overwrite and taken and int(os.environ.get("RANK", "0")) == 0:
         clear_runs(taken + [os.path.join(top, "summary.json")])  # the old group's summary goes with its runs

@@ -171,6 +171,11 @@ def release(path: str) -> None:
             break
 
 
+def held() -> List[str]:
+    """The run directories this process holds now."""
+    return [os.path.join(os.path.dirname(lock), os.path.basename(lock)[1:-len(".lock")]) for lock in _HELD]
+
+
 class holding:
     """``with holding(paths):`` each run directory locked for the block (``hold``), released after it."""
 
