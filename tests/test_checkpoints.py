@@ -222,3 +222,30 @@ def test_quiet_runs_draw_no_tokenizing_bar(capsys):
     assert "train" not in capsys.readouterr().err
     encode_examples(exs, Template(), Wrapper(), desc="train")
     assert "train" in capsys.readouterr().err
+
+
+def test_an_interrupt_while_a_step_is_saved_again_keeps_a_checkpoint_to_resume(tmp_path, monkeypatch):
+    """The same step saved twice (a step checkpoint, then the epoch's end) replaces the folder: an interrupt
+    between taking the old one away and putting the new one in place must still leave ``--resume`` a checkpoint
+    (it found none, and a resumed run started over)."""
+    from openprompt_ipt.training.checkpoint import save_checkpoint
+
+    run = str(tmp_path / "run")
+    state = {"progress": {"global_step": 5}, "tag": "first"}
+    save_checkpoint(run, {"w": torch.ones(2)}, None, state, {"seed": 0})
+    real_replace = os.replace
+
+    def interrupted(src, dst):
+        if os.path.basename(src).startswith(".tmp-step-"):
+            raise KeyboardInterrupt
+        return real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        save_checkpoint(run, {"w": torch.zeros(2)}, None, {**state, "tag": "second"}, {"seed": 0})
+    monkeypatch.setattr(os, "replace", real_replace)
+    ckpt = latest_checkpoint(run)
+    assert ckpt is not None and load_checkpoint(ckpt)["state"]["tag"] == "first"
+    save_checkpoint(run, {"w": torch.zeros(2)}, None, {**state, "tag": "second"}, {"seed": 0})  # the next save heals it
+    assert load_checkpoint(latest_checkpoint(run))["state"]["tag"] == "second"
+    assert sorted(os.listdir(os.path.dirname(latest_checkpoint(run)))) == ["latest", "step-0000005"]

@@ -68,8 +68,11 @@ def latest_checkpoint(run_dir: str) -> Optional[str]:
     if not os.path.isfile(pointer):
         return None
     with open(pointer) as f:
-        path = os.path.join(root, f.read().strip())
-    return path if os.path.isfile(os.path.join(path, STATE_FILE)) else None
+        name = f.read().strip()
+    for path in (os.path.join(root, name), os.path.join(root, f".old-{name}")):  # .old-: save_checkpoint cut short
+        if os.path.isfile(os.path.join(path, STATE_FILE)):
+            return path
+    return None
 
 
 def save_checkpoint(run_dir: str, trainable: Dict[str, torch.Tensor], best: Optional[Dict[str, torch.Tensor]],
@@ -93,9 +96,12 @@ def save_checkpoint(run_dir: str, trainable: Dict[str, torch.Tensor], best: Opti
     torch.save(state, os.path.join(tmp, STATE_FILE))
     with open(os.path.join(tmp, CONFIG_FILE), "w") as f:
         json.dump(config or {}, f, indent=2)
-    if os.path.isdir(final):  # the same step saved twice (epoch end after a step checkpoint): replace it
-        shutil.rmtree(final)
+    stale = os.path.join(root, f".old-{name}")
+    if os.path.isdir(final):  # the same step saved twice (epoch end after a step checkpoint): replace it, keeping
+        shutil.rmtree(stale, ignore_errors=True)  # the old copy until the new one is in place (latest_checkpoint
+        os.replace(final, stale)                  # reads it if an interrupt falls between the two renames)
     os.replace(tmp, final)
+    shutil.rmtree(stale, ignore_errors=True)
     with open(os.path.join(root, LATEST + ".tmp"), "w") as f:
         f.write(name)
     os.replace(os.path.join(root, LATEST + ".tmp"), os.path.join(root, LATEST))
