@@ -72,9 +72,25 @@ def test_sigterm_mid_training_is_ctrl_c_with_exit_code_143_and_resume_ends_like_
     assert run.main(["--config", config, "--output-dir", full, "--quiet", "--set", "train.checkpoint_every=1"]) == 0
     resumed, uninterrupted = (json.load(open(os.path.join(d, "tiny", "seed3", "metrics.json"))) for d in (out, full))
     assert resumed["training"]["resumed_from_step"] == 4
-    for key in ("best_dev", "test", "history"):
-        assert resumed[key] == uninterrupted[key]
+    for key in ("best_dev", "test", "history"):  # the killed half ran in a subprocess: its thread count may sum
+        assert_close(resumed[key], uninterrupted[key], key)  # a loss in another order (1e-7 apart, seen in CI)
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # the in-process runs left the handler as it was
+
+
+def assert_close(a, b, where: str) -> None:
+    """Equal structure and values, floats to 1e-6 relative."""
+    if isinstance(a, dict):
+        assert isinstance(b, dict) and a.keys() == b.keys(), where
+        for k in a:
+            assert_close(a[k], b[k], f"{where}.{k}")
+    elif isinstance(a, list):
+        assert isinstance(b, list) and len(a) == len(b), where
+        for i, (x, y) in enumerate(zip(a, b)):
+            assert_close(x, y, f"{where}[{i}]")
+    elif isinstance(a, float) or isinstance(b, float):
+        assert a == pytest.approx(b, rel=1e-6, abs=1e-9), where
+    else:
+        assert a == b, where
 
 
 def test_the_runner_restores_the_previous_sigterm_handler(tiny_model_dir, tmp_path):  # noqa: F811
