@@ -2,6 +2,7 @@
 folder, the YAML naming its columns and label words; each bad input is one clear line."""
 import json
 import os
+import re
 
 import pytest
 import yaml
@@ -290,3 +291,19 @@ def test_a_null_text_in_a_builtin_task_folder_is_refused(tmp_path):
 
     kept = get_task("cb", {"skip_bad_rows": True}).load(str(folder), "train")
     assert [e.text_b for e in kept] == ["b"]
+
+
+@pytest.mark.parametrize("value, why", [(3, "is a number (3), not text"), ("", "is empty"), (None, "is null")])
+def test_a_bad_text_in_a_sentence_task_folder_is_refused_like_every_other_tasks(tmp_path, value, why):
+    """MR / CR / MPQA / Subj rows skipped the text check (their reader undoes csv quoting): a number
+    trained as the text "3" and an empty sentence as "", where SST-2 or CB refuse the row."""
+    from openprompt_ipt.data.lookup import get_task
+    from openprompt_ipt.data.tasks import TASKS
+
+    folder = tmp_path / "mr"
+    write_jsonl(folder / "train.jsonl", [{"sentence": '"a "" b"', "label": "1"}, {"sentence": value, "label": "0"}])
+    with pytest.raises(ValueError, match=rf"mr/train.jsonl row 1 column 'sentence' \(text_a\) {re.escape(why)}: fix the row, "
+                                         r"or set dataset.skip_bad_rows: true to skip such rows$"):
+        TASKS["mr"].load(str(folder), "train")
+    kept = get_task("mr", {"skip_bad_rows": True}).load(str(folder), "train")
+    assert [e.text_a for e in kept] == ['a " b']

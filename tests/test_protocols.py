@@ -323,3 +323,17 @@ def test_a_sweep_or_seed_group_never_replaces_earlier_runs(tmp_path):
     run_seeds(other, "sw", str(runs), [1], str(tmp_path), train_fn=fake_train(calls), show_progress=False,
               overwrite=True)
     assert sorted(os.listdir(runs / "sw" / "seed1")) == ["config.json", "lr_prompt=0.02", "metrics.json"]
+
+
+@pytest.mark.parametrize("protocol", ["name: low_resource\n  k: 10\n  dev_size: 8", "name: few_shot\n  k: 3"])
+def test_max_eval_caps_the_reported_split_without_changing_the_sampled_train(tmp_path, protocol):
+    """dataset.max_eval (a quick run's eval cap) also capped the held-out part of the pool that few_shot /
+    low_resource sample from, so the same seed trained on other examples than the uncapped run."""
+    write_cb(str(tmp_path / "CB"), n_train=90, n_val=30)
+    cfg = load_config(yaml_config(tmp_path, f"protocol:\n  {protocol}\n"))
+    full = prepare_splits(cfg, str(tmp_path))
+    cfg["dataset"]["max_eval"] = 6
+    quick = prepare_splits(cfg, str(tmp_path))
+    assert [e.guid for e in quick.train] == [e.guid for e in full.train]
+    assert [e.guid for e in quick.dev] == [e.guid for e in full.dev]
+    assert len(quick.test) == 6 and quick.test_cap == {"max_eval": 6, "kept": 6, "of": 30}

@@ -8,6 +8,7 @@ import pytest
 
 from openprompt_ipt.runner.config import DEFAULTS
 from openprompt_ipt.data import TASKS, get_task
+from openprompt_ipt.data.tasks import _agnews_text
 from openprompt_ipt.runner.experiment import check_label_words
 from openprompt_ipt.data.prepare import load_task
 from openprompt_ipt.data.splits import cap_examples, held_out_split
@@ -136,6 +137,17 @@ def test_agnews_one_based_test_and_zero_based_train(tmp_path):
     assert test[0].text_a == "Title 0 Description, with a comma 0"
     train = TASKS["agnews"].load(path, "train")
     assert [e.label for e in train[:5]] == [0, 1, 2, 3, 0] and train[1].text_a == "news text 1 , here"
+
+
+def test_agnews_backslash_line_breaks_become_spaces(tmp_path):
+    """AG News' csv (local test.csv and the hub copy) writes the articles' line breaks as a backslash
+    ('a second\\team'); OpenPrompt's AgnewsProcessor reads them as spaces, and train_4k has none."""
+    path = write_task(tmp_path, "agnews")
+    (tmp_path / "agnews" / "test.csv").write_text(
+        'Class Index,Title,Description\n4,Launch (SPACE.com),"SPACE.com - A second\\team of\\rocketeers"\n')
+    assert TASKS["agnews"].load(path, "test")[0].text_a == "Launch (SPACE.com) SPACE.com - A second team of rocketeers"
+    hub_row = {"text": "Wall St.\\Bears Claw Back", "label": 2}  # the hub's ag_news rows: one text field
+    assert _agnews_text(hub_row, 0)[1] == "Wall St. Bears Claw Back"
 
 
 def test_multirc_answer_level_and_paragraph_split(tmp_path):

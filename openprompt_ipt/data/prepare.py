@@ -97,8 +97,9 @@ def original_train(cfg: Dict, root: str, source=None, sizes: Dict | None = None)
     """(the task's original labelled train, the reported split, labels), with load_task's handling of
     train_from / test_from_train; in a seed-independent order."""
     full = copy.deepcopy(cfg)
-    full["dataset"]["max_train"] = None
+    full["dataset"]["max_train"] = full["dataset"]["max_eval"] = None  # max_eval caps test only, never the pool
     train, dev, test, labels = load_task(full, root, source, sizes)
+    test = cap_examples(test, cfg["dataset"].get("max_eval"), cfg["seed"])
     return sorted(train + dev, key=lambda ex: str(ex.guid)), test, labels
 
 

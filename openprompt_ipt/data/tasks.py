@@ -141,6 +141,7 @@ class Task:
     dev_split: Optional[str] = None       # a separate labelled dev split, where the source has one
     metrics: Tuple[str, ...] = ("accuracy", "macro_f1")
     expand: Optional[Callable] = field(default=None, compare=False)  # row -> several examples (MultiRC)
+    texts_in_row: bool = False            # expand's rows hold text_a / text_b themselves: checked like other rows
     installed: Optional[InstalledCopy] = None  # the offline default when no data root holds the task
     skip_bad_rows: bool = False           # dataset.skip_bad_rows: skip rows with no usable text (and say so)
     label_field: Tuple[str, ...] = ("label",)  # row keys of the label (or score), tried in order
@@ -226,7 +227,7 @@ class Task:
             offset = spec.label_offset
         examples, skipped, bad, unlabelled = [], [], [], 0
         (skipped if self.skip_bad_rows else bad).extend(read_bad)
-        texts = {"text_a": self.text_a, "text_b": self.text_b} if self.expand is None else {}
+        texts = {"text_a": self.text_a, "text_b": self.text_b} if self.expand is None or self.texts_in_row else {}
         for i, row in enumerate(rows):
             at = f"{where} line {row.line}" if getattr(row, "line", 0) else f"{where} row {i}"  # your files: data/rows.py
             problems = row_problems(row, texts) if texts and isinstance(row, dict) else []
@@ -379,7 +380,9 @@ def _agnews_text(row: dict, i: int):
     text = row.get("text")
     if text is None:  # test.csv: class,title,description
         text = " ".join(str(row[k]).strip() for k in ("title", "description") if row.get(k))
-    return str(row.get("idx", i)), text, None, row.get("label"), {}
+    # the corpus writes line breaks as a backslash ("a second\\team"; test.csv and the hub copy, not train_4k):
+    # a space, as OpenPrompt's AgnewsProcessor reads them
+    return str(row.get("idx", i)), text.replace("\\", " "), None, row.get("label"), {}
 
 
 WIKI_TOPICS = ("People", "Biology and health sciences", "Geography", "Physical sciences", "Society and social sciences",
@@ -409,7 +412,7 @@ QQP_CARVED = (0.2, 0)  # no official QQP dev offline: 20% (4,699 rows) of the 23
 
 def _sentence_task(name: str, hub: str, labels=_NEG_POS, hub_splits=None) -> Task:
     return Task(name, labels, f"sentence/{name}", _SENT, (hub, None), hub_splits or {"train": "train", "test": "test"},
-                text_a=_SENT_FIELDS, test_split="test", expand=lambda row, i: [_sentence(row, i)])
+                text_a=_SENT_FIELDS, test_split="test", expand=lambda row, i: [_sentence(row, i)], texts_in_row=True)
 
 
 TASKS: Dict[str, Task] = {t.name: t for t in [
