@@ -22,14 +22,26 @@ def max_positions(config) -> int:
     return n
 
 
+def check_positions(prompt: int, n: int, limit: int | None, kv: bool = False) -> None:
+    """``prompt`` numbered prompt positions + ``n`` input tokens must fit the model's ``limit`` positions: one line
+    naming the setting to change in either door, not a bare index error from the PLM's position table."""
+    if limit is None or n + prompt <= limit:
+        return
+    room = f"set max_seq_length <= {limit - prompt} (the tokenizer's max_length under 🤗 Transformers)"
+    if prompt == 0:
+        raise ValueError(f"{n} input tokens exceed the model's {limit} positions: {room}")
+    if kv:
+        raise ValueError(f"{prompt} prefix positions + {n} input tokens exceed the model's {limit} positions: "
+                         f"{room}, use fewer prefix tokens, or prefix_positions: keep")
+    raise ValueError(f"{prompt} prompt tokens + {n} input tokens exceed the model's {limit} positions: {room} or use "
+                     "fewer prompt tokens")
+
+
 def prepend(batch, prompts: torch.Tensor, limit: int | None = None):
     """Put ``prompts`` (B, n, H) in front of ``batch['inputs_embeds']`` and widen the masks."""
     embeds = batch["inputs_embeds"]
     n = prompts.size(1)
-    if limit is not None and n + embeds.size(1) > limit:
-        raise ValueError(f"{n} prompt tokens + {embeds.size(1)} input tokens exceed the model's {limit} positions: "
-                         f"set max_seq_length <= {limit - n} (the tokenizer's max_length under 🤗 Transformers) or use "
-                         "fewer prompt tokens")
+    check_positions(n, embeds.size(1), limit)
     batch["inputs_embeds"] = torch.cat([prompts.to(embeds.dtype), embeds], dim=1)
     for key in ("attention_mask", "token_type_ids"):
         value = field(batch, key)

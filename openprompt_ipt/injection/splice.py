@@ -10,6 +10,7 @@ from __future__ import annotations
 import torch
 
 from .batch import field
+from .input_embeddings import check_positions
 
 INSERT_POSITIONS = {0: "before text_a", 1: "after text_a", 2: "before text_b", 3: "after text_b",
                     4: "before the final special token"}
@@ -56,10 +57,7 @@ def splice(batch, prompts: torch.Tensor, start: torch.Tensor, limit: int | None 
     embeds = batch["inputs_embeds"]
     b, n, _ = embeds.shape
     t = prompts.size(1)
-    if limit is not None and n + t > limit:
-        raise ValueError(f"{t} prompt tokens + {n} input tokens exceed the model's {limit} positions: "
-                         f"set max_seq_length <= {limit - t} (the tokenizer's max_length under 🤗 Transformers) or use "
-                         "fewer prompt tokens")
+    check_positions(t, n, limit)
     device = embeds.device
     j = torch.arange(n + t, device=device).unsqueeze(0).expand(b, -1)
     s = start.to(device).unsqueeze(1)

@@ -15,7 +15,7 @@ from torch import nn
 from ..generators.layered import INJECTIONS, GeneratorContext, InstanceInputs, make_config
 from ..generators.registry import GENERATORS
 from ..injection import (INSERT_POSITIONS, InjectionPlan, LatePlan, LatePromptInjector, LayerPromptInjector,
-                         check_late_layer, insert_index, max_positions, trim_late,
+                         check_late_layer, check_positions, insert_index, max_positions, trim_late,
                          remove_positions, shifted_position_ids, splice)
 
 SECTIONS = ("prefix", "ipt", "idpg", "lpt")
@@ -100,20 +100,9 @@ def prompt_positions(generator, placement: Placement) -> int:
 
 
 def check_room(generator, placement: Placement, n: int) -> None:
-    """The ``n`` input tokens plus the prompt's numbered positions must fit the model's positions: one clear line,
-    not a bare index error from the PLM's position table (or from IDPG's prompt-free M(x) pass over the text)."""
-    p, limit = prompt_positions(generator, placement), placement.position_limit
-    if n + p <= limit:
-        return
-    hf = "(the tokenizer's max_length under 🤗 Transformers)"
-    if p == 0:
-        raise ValueError(f"{n} input tokens exceed the model's {limit} positions: set max_seq_length <= {limit} {hf}")
-    if placement.injection == "kv":
-        raise ValueError(f"{p} prefix positions + {n} input tokens exceed the model's {limit} positions: "
-                         f"set max_seq_length <= {limit - p} {hf}, "
-                         "use fewer prefix tokens, or prefix_positions: keep")
-    raise ValueError(f"{p} prompt tokens + {n} input tokens exceed the model's {limit} positions: "
-                     f"set max_seq_length <= {limit - p} {hf} or use fewer prompt tokens")
+    """The ``n`` input tokens plus the prompt's numbered positions must fit the model's positions (before IDPG's
+    prompt-free M(x) pass runs the PLM over the text)."""
+    check_positions(prompt_positions(generator, placement), n, placement.position_limit, kv=placement.injection == "kv")
 
 
 def place_prompts(generator, injector, placement: Placement, batch, inputs: InstanceInputs):
