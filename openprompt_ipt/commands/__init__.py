@@ -2,6 +2,7 @@
 script of experiments/, which stay as thin callers of these modules."""
 from __future__ import annotations
 
+import os
 import sys
 from typing import List, Optional
 
@@ -52,7 +53,16 @@ def _pretrain(argv: List[str]) -> int:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    argv = sys.argv[1:] if argv is None else list(argv)
+    try:
+        return _dispatch(sys.argv[1:] if argv is None else list(argv))
+    except BrokenPipeError:
+        # The reader left early (`... --help | head`): that is not an error of ours, so no traceback. Point stdout
+        # at devnull so the interpreter's own flush at exit does not raise the same error again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141  # what a shell reports for a process ended by SIGPIPE
+
+
+def _dispatch(argv: List[str]) -> int:
     if not argv or argv[0] in ("-h", "--help"):
         print(USAGE, end="", file=sys.stdout if argv else sys.stderr)
         return 0 if argv else 2
