@@ -150,6 +150,23 @@ def test_agnews_backslash_line_breaks_become_spaces(tmp_path):
     assert _agnews_text(hub_row, 0)[1] == "Wall St. Bears Claw Back"
 
 
+@pytest.mark.parametrize("name, file", [("cb", "val.jsonl"), ("agnews", "test.csv")])
+def test_a_file_replaced_with_the_same_mtime_reads_its_new_rows(tmp_path, name, file):
+    """datasets caches a local file by path and mtime; `cp -p` of new rows must not read as the old ones."""
+    path = write_task(tmp_path, name)
+    target = os.path.join(path, file)
+    split = "val" if name == "cb" else "test"
+    before = [e.text_a for e in TASKS[name].load(path, split)]
+    stamp = os.stat(target)
+    with open(target, encoding="utf-8") as f:
+        text = f.read()
+    with open(target, "w", encoding="utf-8") as f:
+        f.write(text.replace("text 0", "text zero").replace("Title 0", "Title zero"))  # one row's text changed
+    os.utime(target, ns=(stamp.st_atime_ns, stamp.st_mtime_ns))
+    after = [e.text_a for e in TASKS[name].load(path, split)]
+    assert after != before and any("zero" in t for t in after)
+
+
 def test_multirc_answer_level_and_paragraph_split(tmp_path):
     path = write_task(tmp_path, "multirc")
     val = TASKS["multirc"].load(path, "validation")

@@ -8,6 +8,7 @@ Templates and verbalizers live in the YAMLs, not here. Protocol and tables: ``do
 from __future__ import annotations
 
 import csv
+import hashlib
 import importlib.util
 import json
 import math
@@ -46,20 +47,32 @@ class LocalFile:
     def _read(self, file: str) -> List[dict]:
         import datasets
 
+        # datasets keys its cache of a local file by path and mtime: a file replaced by another of the same mtime
+        # (cp -p, an unpacked archive) would read as the old rows. A config name holding the content's hash keys it
+        # by what the file says.
+        content = f"sha256-{_digest(file)}"
         if self.name.endswith(".json"):  # one JSON document: a list of rows, or a dict whose values are rows
             with open(file, encoding="utf-8") as f:
                 data = json.load(f)
             rows = list(data.values()) if isinstance(data, dict) else data
         elif self.name.endswith((".csv", ".tsv")):
             rows = datasets.load_dataset(
-                "csv", data_files=file, split="train", delimiter="\t" if self.name.endswith(".tsv") else ",",
+                "csv", name=content, data_files=file, split="train", delimiter="\t" if self.name.endswith(".tsv") else ",",
                 column_names=list(self.columns), skiprows=1 if self.header else 0, keep_default_na=False,
                 quoting=3 if self.name.endswith(".tsv") else 0)  # tsv: quotes are text (QUOTE_NONE)
         else:
-            rows = datasets.load_dataset("json", data_files=file, split="train")
+            rows = datasets.load_dataset("json", name=content, data_files=file, split="train")
         if len(rows) == 0:
             raise ValueError(f"data file {file} has no rows")
         return [dict(r) for r in rows]
+
+
+def _digest(file: str) -> str:
+    h = hashlib.sha256()
+    with open(file, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()[:16]
 
 
 @dataclass(frozen=True)
