@@ -139,3 +139,38 @@ def test_predict_of_a_run_whose_recorded_backbone_is_gone_is_one_line(two_projec
     assert capsys.readouterr().err.strip() == (
         f"error: the backbone run '{run}' trained on, '{project / 'models' / 'bert'}' (plm.model_path: "
         f"{project / 'models' / 'bert'}), is gone: put the model back there, or train the run again")
+
+
+def test_resume_refuses_other_data_found_under_the_default_data_root_from_another_directory(
+        tiny_model_dir, tmp_path, monkeypatch, capsys):  # noqa: F811
+    """The default data root ../shared/assets is relative: resumed from another directory it can name another
+    copy of the task (other rows). The checkpoint keeps a hash of the data; other data is one line, not a run."""
+    first, second = tmp_path / "a", tmp_path / "b"
+    write_cb(first / "shared" / "assets" / "superglue" / "CB")
+    write_cb(second / "shared" / "assets" / "superglue" / "CB", n_train=16)
+    config = str(tmp_path / "c.yaml")
+    tiny_yaml(config, tiny_model_dir, None)
+    cfg = json.load(open(config))
+    del cfg["dataset"]["path"]  # the task's own folder under the data root
+    json.dump(cfg, open(config, "w"))
+    monkeypatch.delenv("IPT_ASSETS", raising=False)
+    run = load_script("run")
+    argv = ["--config", config, "--quiet", "--output-dir", str(tmp_path / "runs"), "--set", "train.epochs=2",
+            "--set", "train.checkpoint_every=1"]
+    (first / "work").mkdir()
+    monkeypatch.chdir(first / "work")
+    restore = interrupt_at_eval(monkeypatch, 2)
+    assert run.main(argv) == 130
+    restore()
+    seed_dir = tmp_path / "runs" / "c" / "seed42"
+    before = sorted(os.listdir(seed_dir / "checkpoints"))
+    (second / "work").mkdir()
+    monkeypatch.chdir(second / "work")
+    capsys.readouterr()
+    assert run.main(argv + ["--resume"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"error: cannot resume from {seed_dir / 'checkpoints'}") and len(err.splitlines()) == 1
+    assert "the data found now differs from the data it trained on" in err
+    assert sorted(os.listdir(seed_dir / "checkpoints")) == before and not (seed_dir / "metrics.json").exists()
+    monkeypatch.chdir(first / "work")  # where it started: the same data, so it resumes
+    assert run.main(argv + ["--resume"]) == 0

@@ -10,6 +10,8 @@ saying where the data came from), under the configuration's protocol (docs/proto
 from __future__ import annotations
 
 import copy
+import hashlib
+import json
 import os
 from dataclasses import dataclass
 from typing import Dict, List, Optional
@@ -32,6 +34,19 @@ class Splits:
 
     def as_tuple(self):
         return self.train, self.dev, self.test, self.labels
+
+
+def examples_digest(*splits) -> str:
+    """A hash of the examples themselves (ids, texts, labels, meta; and the label names): a resumed run compares
+    it with its checkpoint's, so it never continues on other data than it started on (another data root from
+    another directory, a file edited since)."""
+    h = hashlib.sha256()
+    for split in splits:
+        for e in split:
+            row = [getattr(e, k, None) for k in ("guid", "text_a", "text_b", "label", "meta")] if hasattr(e, "guid") else e
+            h.update(json.dumps(row, sort_keys=True, default=str).encode())
+        h.update(b"\x1e")  # where one split ends: the same rows split differently differ
+    return h.hexdigest()[:16]
 
 
 def resolve_data_path(path: str, root: str) -> str:

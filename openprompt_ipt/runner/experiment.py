@@ -107,7 +107,7 @@ def run_experiment(cfg: Dict, root: str | None = None, output_dir: str | None = 
     (PEFT, ``benchmarks/peft_run.py``) gets the same data, loop, selection and report; ``method``
     names it in the result (default: from the config)."""
     from ..data import encode_examples, get_task, make_loader
-    from ..data.prepare import prepare_splits
+    from ..data.prepare import examples_digest, prepare_splits
     from ..data.tasks import SPLIT_ALIASES
     from ..injection import max_positions
     from ..training import Runtime, TrainConfig, Trainer, evaluate, set_seed
@@ -166,7 +166,8 @@ def run_experiment(cfg: Dict, root: str | None = None, output_dir: str | None = 
     if tcfg.get("max_steps"):  # OpenPrompt's num_training_steps, as whole epochs: we select on dev per epoch
         fields["epochs"] = epochs_for_steps(tcfg["max_steps"], len(train_loader), tcfg["gradient_accumulation_steps"])
     train_cfg = TrainConfig(**fields, seed=cfg["seed"], show_progress=show_progress)
-    trainer = Trainer(model, train_cfg, output_dir=output_dir, runtime=runtime, run_config=cfg)
+    trainer = Trainer(model, train_cfg, output_dir=output_dir, runtime=runtime, run_config=cfg,
+                      data_digest=examples_digest(train, dev, test, [labels]))
     best_dev = trainer.fit(train_loader, dev_loader, resume=checkpoint)
     test_metrics = evaluate(model, test_loader, trainer.device, desc="test", show_progress=show_progress,
                             runtime=runtime)

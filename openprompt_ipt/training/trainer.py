@@ -134,8 +134,12 @@ class NonFiniteLoss(FloatingPointError):
 
 class Trainer:
     def __init__(self, model, config: TrainConfig, output_dir: Optional[str] = None,
-                 runtime: Optional[Runtime] = None, run_config: Optional[Dict] = None):
+                 runtime: Optional[Runtime] = None, run_config: Optional[Dict] = None,
+                 data_digest: Optional[str] = None):
+        """``data_digest``: a hash of the data (``data.prepare.examples_digest``), kept in each checkpoint; a
+        resume on data with another hash is refused."""
         self.model, self.config, self.output_dir = model, config, output_dir
+        self.data_digest = data_digest
         self.runtime = runtime or Runtime(config.resolved_device())
         self.device = self.runtime.device
         self.run_config = run_config
@@ -183,6 +187,7 @@ class Trainer:
         if resume:
             ckpt = load_checkpoint(resume)
             st = ckpt["state"]
+            self._check_same_data(resume, st.get("data_digest"))
             self.load_state(ckpt["trainable"])
             for opt, sd in zip(optimizers, st["optimizers"]):
                 opt.load_state_dict(sd)
@@ -328,10 +333,18 @@ class Trainer:
                      "schedulers": [s.state_dict() for s in schedulers],
                      "scaler": scaler.state_dict() if scaler is not None else None,
                      "rng": rngs, "loader_generator": loader_state, "history": list(self.config.history),
-                     "best_metrics": self.best_metrics}
+                     "best_metrics": self.best_metrics, "data_digest": self.data_digest}
             save_checkpoint(self.output_dir, self.trainable_state(), self.best_state, state, self.run_config,
                             keep=self.config.keep_checkpoints)
         self.runtime.barrier()
+    def _check_same_data(self, resume: str, saved: Optional[str]) -> None:
+        if saved and self.data_digest and saved != self.data_digest:  # a checkpoint from before the hash: no check
+            raise ValueError(f"cannot resume from {resume}: the data found now differs from the data it trained on "
+                             "(a relative data root or dataset.path read from another directory, or files changed "
+                             "since): run from the directory it started in, or point --data-root / IPT_ASSETS / "
+                             "dataset.path at the data it used; for this data, start a new run (--overwrite, or "
+                             "another --output-dir)")
+
     def _save_best(self) -> None:
         from safetensors.torch import save_file
 
