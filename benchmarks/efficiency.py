@@ -428,8 +428,12 @@ def main(argv=None) -> int:
                    help="only the measured peak memory per method, each in a fresh process (no timing)")
     p.add_argument("--memory-of", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
-    if args.device.startswith("cuda") and not torch.cuda.is_available():
-        print(f"--device {args.device}: torch sees no CUDA device here; use --device cpu", file=sys.stderr)
+    from openprompt_ipt.training.distributed import resolve_device
+
+    try:  # the runner's check: a name torch does not know, or a GPU this machine lacks, is one line
+        args.device = str(resolve_device(args.device, key="--device"))  # auto: a GPU when there is one
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
         return 2
     global LATE_LAYER
     LATE_LAYER = args.late_layer

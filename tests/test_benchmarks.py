@@ -564,4 +564,6 @@ def test_memory_only_names_a_failed_method_and_writes_no_table_of_nans(tmp_path,
     assert not out2.exists() and "Nothing written" in capsys.readouterr().err
     if not torch.cuda.is_available():
         assert bench.main(common + ["--device", "cuda", "--output", str(out2)]) == 2
-        assert "no CUDA device" in capsys.readouterr().err and not out2.exists()
+        assert "--device = 'cuda' but this machine has no CUDA GPU" in capsys.readouterr().err and not out2.exists()
+    assert bench.main(common + ["--device", "gpu", "--output", str(out2)]) == 2  # torch's RuntimeError was a traceback
+    assert "--device = 'gpu' is not a device: give auto, cpu" in capsys.readouterr().err and not out2.exists()
