@@ -25,7 +25,7 @@ from ..prompting import build_input_prompt, build_layered_generator, input_promp
 from ..prompting.layered_prompt import SECTIONS
 from ..serialization import read_json, read_safetensors, write_text_atomic
 from .config import InstancePromptConfig
-from .instance_tokens import instance_tokens
+from .instance_tokens import added_ids, instance_tokens
 from .tokenizer_check import check_against_model, check_against_record, tokenizer_record
 
 # one format for save_pretrained and the Trainer (save_model, checkpoints): the state dict as model.safetensors,
@@ -106,9 +106,8 @@ class InstancePromptModel(nn.Module):
         self.mask_token_id = tokenizer.mask_token_id
         # token-level heads (token classification, masked LM): their loss is computed at the caller's positions
         self._token_labels = head.endswith("ForTokenClassification") or model.get_output_embeddings() is not None
-        # the tokenizer's special ids, for batches without special_tokens_mask
-        ids = sorted({int(i) for i in getattr(tokenizer, "all_special_ids", []) if i is not None})
-        self.register_buffer("special_ids", torch.tensor(ids, dtype=torch.long), persistent=False)
+        # the ids the tokenizer adds around a text, for batches without special_tokens_mask
+        self.register_buffer("special_ids", torch.tensor(added_ids(tokenizer), dtype=torch.long), persistent=False)
         self.__dict__["tokenizer"] = tokenizer
         self.__dict__["_tokenizer_record"] = tokenizer_record(tokenizer)
         # what a checkpoint holds, fixed now: freezing the model for inference must not empty its saved prompt
