@@ -60,10 +60,14 @@ def hf_model(plm, case, tmp_path):
     return perturbed(model).eval(), tok
 
 
+@pytest.mark.parametrize("side", ["right", "left"])
 @pytest.mark.parametrize("pair", [False, True], ids=["single", "pair"])
 @pytest.mark.parametrize("case", list(HF_CASES) + list(HF_EXTRA))
-def test_hf_door_an_example_scores_the_same_alone_and_in_a_padded_batch(plm, case, pair, tmp_path):
+def test_hf_door_an_example_scores_the_same_alone_and_in_a_padded_batch(plm, case, pair, side, tmp_path):
+    """Left padding too (``tokenizer.padding_side = "left"``): the base classifiers read position 0, a pad there,
+    but the wrapped model reads a left-padded batch as right-padded (hf/padding.py)."""
     model, tok = hf_model(plm, case, tmp_path)
+    tok.padding_side = side
     args = (TEXTS, PAIRS) if pair else (TEXTS,)
     with torch.no_grad():
         together = model(**tok(*args, padding=True, return_tensors="pt")).logits
@@ -162,3 +166,31 @@ def test_hf_door_prompt_is_the_same_with_or_without_special_tokens_mask(plm, cas
         enc.pop("special_tokens_mask")
         without = model(**enc).logits
     torch.testing.assert_close(without, with_mask, rtol=0, atol=ATOL)
+
+
+@pytest.mark.parametrize("case", ["prompt_tuning", "ipt-random", "s_idpg-dnn-cls", "m_idpg-previous-kv", "lpt-npg",
+                                  "p_tuning_v2-kv-keep"])
+def test_hf_door_left_padding_keeps_a_masked_lms_per_token_outputs(plm, case, tmp_path):
+    """A masked LM (RoBERTa numbers positions by the attended tokens) gives the same token logits, hidden states and
+    loss for a left-padded example as alone, as the base model itself does: RoBERTa's positions, the first-token
+    reads (M-IDPG from the previous layer, LPT's NPG) and the splice index all used to count the padding."""
+    mlm, tok = plm
+    model = perturbed(get_instance_prompt_model(mlm, InstancePromptConfig(**copy.deepcopy({**HF_CASES, **HF_EXTRA}[case])),
+                                                tokenizer=tok)).eval()
+    tok.padding_side = "left"
+    texts = [f"{t} it was {tok.mask_token}" for t in TEXTS]
+    enc = tok(texts, padding=True, return_tensors="pt")
+    labels = torch.where(enc["attention_mask"].bool(), enc["input_ids"], torch.full_like(enc["input_ids"], -100))
+    with torch.no_grad():
+        together = model(**enc, labels=labels, output_hidden_states=True)
+        for i, text in enumerate(texts):
+            one = tok([text], return_tensors="pt")
+            alone = model(**one, labels=one["input_ids"], output_hidden_states=True)
+            real = enc["attention_mask"][i].bool()
+            torch.testing.assert_close(together.logits[i][real], alone.logits[0], rtol=0, atol=ATOL)
+            for h_batch, h_alone in zip(together.hidden_states, alone.hidden_states):
+                torch.testing.assert_close(h_batch[i][real], h_alone[0], rtol=0, atol=ATOL)
+        tok.padding_side = "right"
+        right = tok(texts, padding=True, return_tensors="pt")
+        right_labels = torch.where(right["attention_mask"].bool(), right["input_ids"], torch.full_like(right["input_ids"], -100))
+        torch.testing.assert_close(model(**right, labels=right_labels).loss, together.loss, rtol=0, atol=ATOL)
