@@ -25,7 +25,8 @@ from ..prompting import build_input_prompt, build_layered_generator, input_promp
 from ..prompting.layered_prompt import SECTIONS
 from ..serialization import read_json, read_safetensors, write_text_atomic
 from .config import InstancePromptConfig
-from .instance_tokens import instance_tokens
+from .instance_tokens import added_ids, instance_tokens
+from .padding import caller_order, right_padding_order, take
 from .tokenizer_check import check_against_model, check_against_record, tokenizer_record
 
 # one format for save_pretrained and the Trainer (save_model, checkpoints): the state dict as model.safetensors,
@@ -106,9 +107,8 @@ class InstancePromptModel(nn.Module):
         self.mask_token_id = tokenizer.mask_token_id
         # token-level heads (token classification, masked LM): their loss is computed at the caller's positions
         self._token_labels = head.endswith("ForTokenClassification") or model.get_output_embeddings() is not None
-        # the tokenizer's special ids, for batches without special_tokens_mask
-        ids = sorted({int(i) for i in getattr(tokenizer, "all_special_ids", []) if i is not None})
-        self.register_buffer("special_ids", torch.tensor(ids, dtype=torch.long), persistent=False)
+        # the ids the tokenizer adds around a text, for batches without special_tokens_mask
+        self.register_buffer("special_ids", torch.tensor(added_ids(tokenizer), dtype=torch.long), persistent=False)
         self.__dict__["tokenizer"] = tokenizer
         self.__dict__["_tokenizer_record"] = tokenizer_record(tokenizer)
         # what a checkpoint holds, fixed now: freezing the model for inference must not empty its saved prompt
@@ -278,6 +278,13 @@ class InstancePromptModel(nn.Module):
         if attention_mask is None:
             raise ValueError("the batch has no attention_mask: tokenize with return_attention_mask=True (the default) "
                              "and pad with DataCollatorWithPadding, which keeps it")
+        verbalize = self.label_word_ids.numel() > 0
+        token_loss = labels is not None and self._token_labels and not verbalize
+        order = right_padding_order(attention_mask)  # left padding: read as right padding (hf/padding.py)
+        if order is not None:
+            input_ids, attention_mask, token_type_ids, special_tokens_mask = (
+                take(t, order) for t in (input_ids, attention_mask, token_type_ids, special_tokens_mask))
+            labels = take(labels, order) if token_loss else labels
         content, parts = instance_tokens(input_ids, attention_mask, special_tokens_mask, self.special_ids)
         batch = {"inputs_embeds": self.base_model.get_input_embeddings()(input_ids), "attention_mask": attention_mask}
         if self._checkpointing and self.training and torch.is_grad_enabled():
@@ -295,8 +302,6 @@ class InstancePromptModel(nn.Module):
         else:
             keep = place_prompts(self.generator, self.injector, self.placement, batch,
                                  InstanceInputs(input_ids, attention_mask, content, parts))
-        verbalize = self.label_word_ids.numel() > 0
-        token_loss = labels is not None and self._token_labels and not verbalize
         try:
             if labels is not None and not (verbalize or token_loss):  # only then: a bare encoder takes no labels
                 batch["labels"] = labels
@@ -325,6 +330,14 @@ class InstancePromptModel(nn.Module):
             loss = None if labels is None else nn.functional.cross_entropy(logits, labels)
             out = SequenceClassifierOutput(loss=loss, logits=logits, hidden_states=out.hidden_states,
                                            attentions=out.attentions)
+        if order is not None:  # the per-token outputs back at the caller's (left-padded) positions
+            back = caller_order(order)
+            if getattr(out, "logits", None) is not None and out.logits.dim() == 3:
+                out.logits = take(out.logits, back)
+            if out.hidden_states is not None:
+                out.hidden_states = tuple(take(h, back) for h in out.hidden_states)
+            if getattr(out, "last_hidden_state", None) is not None:
+                out.last_hidden_state = take(out.last_hidden_state, back)
         use_dict = return_dict if return_dict is not None else getattr(self.config, "return_dict", True)
         return out if use_dict else out.to_tuple()
 
