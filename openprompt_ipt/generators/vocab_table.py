@@ -86,6 +86,13 @@ def tokenizer_fingerprint(tokenizer) -> str:
     return hashlib.sha256("\n".join(f"{i}\t{t}" for t, i in vocab).encode("utf-8")).hexdigest()[:16]
 
 
+def table_sha256(weight: torch.Tensor) -> str:
+    """The hash of a table's values as read from its file (before any dtype cast): a saved prompt records it for
+    a frozen table it reads but does not save (Encoder IPT's ``pretrained_path``), so a replaced export is seen."""
+    data = weight.detach().cpu().contiguous().view(-1).view(torch.uint8).numpy().tobytes()
+    return hashlib.sha256(str(weight.dtype).encode("utf-8") + data).hexdigest()
+
+
 def save_table(path: str, weight: torch.Tensor, metadata: dict) -> None:
     """Write an exported table atomically (a temp file renamed into place)."""
     from safetensors.torch import save_file
