@@ -1,6 +1,7 @@
 """A saved prompt loads onto what it was trained with, or is refused in one line: another tokenizer of the same size
 (IPT's table is indexed by token ids), another backbone shape, a frozen exported table replaced since (Encoder IPT's
-``pretrained_path`` is read again at load, not saved), a hand-edited or weightless folder. Both doors."""
+``pretrained_path`` is read again at load, not saved), a hand-edited or weightless folder. Both doors. And the
+exports a prompt starts from: another vocabulary, a folder for a file, an unfinished run, a cut-short table."""
 from __future__ import annotations
 
 import json
@@ -168,3 +169,33 @@ def test_encoder_export_of_another_vocabulary_is_refused(bert, tiny_dir, tmp_pat
     with pytest.raises(ValueError, match=r"classifier.json' is damaged or truncated .*--overwrite"):
         InstanceWiseTemplate(model, tok, text='{"placeholder":"text_a"} {"mask"}', strategy="encoder",
                              prompt_length=2, encoder_hidden=8, encoder_path=str(export))
+
+
+def test_a_table_path_that_is_a_folder_unfinished_or_cut_short_is_one_line(bert, tmp_path):
+    """pretrained_path given the export folder (as encoder_path takes it) said 'not found: run the pretraining first';
+    a cut-short table raised safetensors' own error without the file's name; an interrupted run's work folder
+    (<out>.partial) loaded as if it were an export."""
+    model, tok = bert
+
+    def make(**kw):
+        return InstanceWiseTemplate(model, tok, text='{"placeholder":"text_a"} {"mask"}', prompt_length=2, **kw)
+
+    export = tmp_path / "exports" / "textcnn-tiny"
+    export.mkdir(parents=True)
+    table = _table(str(export / "embedding.safetensors"), tok, seed=0)
+    with pytest.raises(ValueError, match=rf"pretrained_path '{export}' is a folder, not a table file: set "
+                                         rf"pretrained_path to '{table}'"):
+        make(strategy="pretrained", pretrained_path=str(export))
+    partial = tmp_path / "exports" / "textcnn-tiny.partial"
+    shutil.copytree(export, partial)
+    for kw in (dict(strategy="pretrained", pretrained_path=str(partial / "embedding.safetensors")),
+               dict(strategy="encoder", encoder_path=str(partial))):
+        with pytest.raises(ValueError, match=r"is inside '.*textcnn-tiny.partial', the work folder of a pretraining run "
+                                             r"that never finished: resume it .*then use the finished export "
+                                             r"'.*textcnn-tiny'") as e:
+            make(**kw)
+        assert "\n" not in str(e.value)
+    data = open(table, "rb").read()
+    open(table, "wb").write(data[: len(data) // 2])
+    with pytest.raises(ValueError, match=rf"file '{table}' is damaged or truncated .*--overwrite"):
+        make(strategy="pretrained", pretrained_path=table)

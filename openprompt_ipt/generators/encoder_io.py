@@ -21,12 +21,23 @@ def pretraining_hint(path: str) -> str:
     return "run the pretraining first: python experiments/pretrain_categories.py --config yamls/pretrain_<encoder>.yaml"
 
 
+def refuse_unfinished(path: str, key: str) -> None:
+    """An export in a pretraining run's work folder (``<out>.partial``): the run never finished (the folder is
+    renamed to ``<out>`` only then), so its files are an interrupted run's, not an export."""
+    folder = os.path.normpath(path if os.path.isdir(path) and not path.endswith(".safetensors") else os.path.dirname(path))
+    if folder.endswith(".partial"):
+        raise ValueError(f"{key} '{path}' is inside '{folder}', the work folder of a pretraining run that never "
+                         f"finished: resume it (experiments/pretrain_categories.py ... --resume), then use the "
+                         f"finished export '{folder[:-len('.partial')]}'")
+
+
 def load_encoder_body(encoder: nn.Module, path: str, vocabulary: Optional[Tuple[str, str]] = None) -> dict:
     """The ``body.*`` of the export in ``path``; with ``vocabulary`` (the tokenizer's name and
     ``tokenizer_fingerprint``) given, the export must be of that vocabulary (the body learned on its embeddings:
     another backbone's would be a pretrained start in name only)."""
     from ..serialization import read_json, read_safetensors
 
+    refuse_unfinished(path, "encoder_path")
     if not os.path.isdir(path):
         raise FileNotFoundError(f"encoder_path '{path}' does not exist: {pretraining_hint(path)} "
                                 "(or set encoder_path: null for a fresh encoder)")

@@ -113,10 +113,18 @@ def load_table(path: str, vocab_size: int, hidden_size: int, tokenizer_vocab: Op
     have been exported for this very vocabulary (same tokens at the same ids), not only the same size."""
     from safetensors import safe_open
 
+    from ..serialization import check_safetensors
+    from .encoder_io import pretraining_hint, refuse_unfinished
+
+    refuse_unfinished(path, "pretrained_path")
+    if os.path.isdir(path):  # the export folder (as encoder_path takes it) rather than its table file
+        inside = os.path.join(path, "embedding.safetensors")
+        fix = f"set pretrained_path to '{inside}'" if os.path.isfile(inside) else pretraining_hint(path)
+        raise ValueError(f"pretrained_path '{path}' is a folder, not a table file: {fix}")
     if not os.path.isfile(path):
-        from .encoder_io import pretraining_hint
         raise FileNotFoundError(f"pretrained table '{path}' not found: {pretraining_hint(path)} "
                                 "(or set pretrained_path to an existing .safetensors file)")
+    check_safetensors(path, f"{pretraining_hint(path)} --overwrite")
     with safe_open(path, framework="pt") as f:
         if TABLE_TENSOR not in f.keys():
             raise ValueError(f"'{path}' holds no '{TABLE_TENSOR}' tensor: not a table exported by openprompt_ipt")
