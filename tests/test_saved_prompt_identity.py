@@ -197,5 +197,5 @@ def test_a_table_path_that_is_a_folder_unfinished_or_cut_short_is_one_line(bert,
         assert "\n" not in str(e.value)
     data = open(table, "rb").read()
     open(table, "wb").write(data[: len(data) // 2])
-    with pytest.raises(ValueError, match=rf"file '{table}' is damaged or truncated .*--overwrite"):
+    with pytest.raises(ValueError, match=rf"file '{table}' is damaged or truncated .*: run the pretraining again: .*--overwrite"):
         make(strategy="pretrained", pretrained_path=table)

@@ -21,6 +21,11 @@ def pretraining_hint(path: str) -> str:
     return "run the pretraining first: python experiments/pretrain_categories.py --config yamls/pretrain_<encoder>.yaml"
 
 
+def rerun_hint(path: str) -> str:
+    """How to write the export ``path`` names again (a damaged file in it)."""
+    return pretraining_hint(path).replace("run the pretraining first", "run the pretraining again") + " --overwrite"
+
+
 def refuse_unfinished(path: str, key: str) -> None:
     """An export in a pretraining run's work folder (``<out>.partial``): the run never finished (the folder is
     renamed to ``<out>`` only then), so its files are an interrupted run's, not an export."""
@@ -46,7 +51,7 @@ def load_encoder_body(encoder: nn.Module, path: str, vocabulary: Optional[Tuple[
         if not os.path.isfile(f):
             raise FileNotFoundError(f"encoder_path '{path}' lacks {os.path.basename(f)}: point it at a directory "
                                     "written by experiments/pretrain_categories.py")
-    fix = f"{pretraining_hint(path)} --overwrite (or set encoder_path: null for a fresh encoder)"
+    fix = f"{rerun_hint(path)} (or set encoder_path: null for a fresh encoder)"
     meta = read_json(config, fix)
     saved = meta.get("encoder", {})
     theirs = meta.get("tokenizer_fingerprint")

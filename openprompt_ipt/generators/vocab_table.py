@@ -114,7 +114,7 @@ def load_table(path: str, vocab_size: int, hidden_size: int, tokenizer_vocab: Op
     from safetensors import safe_open
 
     from ..serialization import check_safetensors
-    from .encoder_io import pretraining_hint, refuse_unfinished
+    from .encoder_io import pretraining_hint, refuse_unfinished, rerun_hint
 
     refuse_unfinished(path, "pretrained_path")
     if os.path.isdir(path):  # the export folder (as encoder_path takes it) rather than its table file
@@ -124,7 +124,7 @@ def load_table(path: str, vocab_size: int, hidden_size: int, tokenizer_vocab: Op
     if not os.path.isfile(path):
         raise FileNotFoundError(f"pretrained table '{path}' not found: {pretraining_hint(path)} "
                                 "(or set pretrained_path to an existing .safetensors file)")
-    check_safetensors(path, f"{pretraining_hint(path)} --overwrite")
+    check_safetensors(path, rerun_hint(path))
     with safe_open(path, framework="pt") as f:
         if TABLE_TENSOR not in f.keys():
             raise ValueError(f"'{path}' holds no '{TABLE_TENSOR}' tensor: not a table exported by openprompt_ipt")
