@@ -199,3 +199,34 @@ def test_a_table_path_that_is_a_folder_unfinished_or_cut_short_is_one_line(bert,
     open(table, "wb").write(data[: len(data) // 2])
     with pytest.raises(ValueError, match=rf"file '{table}' is damaged or truncated .*: run the pretraining again: .*--overwrite"):
         make(strategy="pretrained", pretrained_path=table)
+
+
+def test_predict_refuses_a_run_whose_backbone_folder_has_another_tokenizer_now(tmp_path):
+    """A local backbone folder whose tokenizer files were replaced (same size, other ids) after training: predict
+    read the prompt table with the new ids without a word. A template folder without its weights names the fix."""
+    from conftest import _bert
+    from test_predict_and_runs import tiny_cfg
+    from test_training import write_cb
+
+    from openprompt_ipt.runner.experiment import run_experiment
+    from openprompt_ipt.runner.predict import load_run
+
+    torch.manual_seed(0)
+    model, _ = _bert(str(tmp_path))
+    backbone = str(tmp_path / "bert")
+    model.save_pretrained(backbone)
+    data = write_cb(tmp_path / "CB")
+    out = str(tmp_path / "run")
+    run_experiment(tiny_cfg(backbone, data), output_dir=out, show_progress=False)
+    load_run(out)
+    vocab = tmp_path / "bert" / "vocab.txt"
+    words = vocab.read_text().split("\n")[:-1]
+    vocab.write_text("\n".join(words[:5] + words[5:][::-1]) + "\n")
+    with pytest.raises(ValueError, match=r"'.*run/template' was saved with tokenizer '.*bert' \(57 tokens\) and "
+                                         r"'.*bert' \(its files changed since\) \(57 tokens\) has another vocabulary"):
+        load_run(out)
+    vocab.write_text("\n".join(words) + "\n")
+    os.remove(os.path.join(out, "template", "template.safetensors"))
+    with pytest.raises(FileNotFoundError, match=r"weights file '.*template.safetensors' not found: save the template "
+                                                r"again with save_pretrained\(\) \(or train the run again\)"):
+        load_run(out)

@@ -122,8 +122,9 @@ def _check_backbone(record: dict, model, tokenizer, directory: str) -> None:
     saved = record.get("tokenizer") or {}
     if saved.get("fingerprint") and saved["fingerprint"] != tokenizer_fingerprint(tokenizer):
         given = getattr(tokenizer, "name_or_path", "") or "the given tokenizer"
+        given = f"'{given}'" + (" (its files changed since)" if given == saved.get("name_or_path") else "")
         raise ValueError(f"'{directory}' was saved with tokenizer '{saved.get('name_or_path')}' ({saved.get('size')} "
-                         f"tokens) and '{given}' ({len(tokenizer)} tokens) has another vocabulary: the prompt reads "
+                         f"tokens) and {given} ({len(tokenizer)} tokens) has another vocabulary: the prompt reads "
                          "its table by token id, so it would change; load it with the backbone and tokenizer it was "
                          "trained with")
     backbone, cfg = record.get("backbone") or {}, model.config
