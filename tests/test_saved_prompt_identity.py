@@ -85,6 +85,12 @@ def test_template_reading_a_replaced_export_is_refused(bert, tmp_path):
     with pytest.raises(ValueError, match=r"'.*tpl' was trained reading the frozen table '.*embedding.safetensors' and "
                                          r"'.*embedding.safetensors' now holds another table: .*put back the export"):
         InstanceWiseTemplate.from_pretrained(folder, model, tok)
+    os.remove(table)  # the export gone (a run folder copied to another machine): it said "run the pretraining first"
+    with pytest.raises(FileNotFoundError, match=r"'.*tpl' cannot be rebuilt: pretrained table '.*embedding.safetensors' "
+                                                r"not found; the template reads its exports again when it is loaded: put "
+                                                r"the export back at that path, or pass its new place") as e:
+        InstanceWiseTemplate.from_pretrained(folder, model, tok)
+    assert "run the pretraining first" not in str(e.value)
 
 
 def test_hand_edited_template_config_is_one_line_and_older_folders_still_load(bert, tmp_path):
@@ -230,3 +236,23 @@ def test_predict_refuses_a_run_whose_backbone_folder_has_another_tokenizer_now(t
     with pytest.raises(FileNotFoundError, match=r"weights file '.*template.safetensors' not found: save the template "
                                                 r"again with save_pretrained\(\) \(or train the run again\)"):
         load_run(out)
+
+
+def test_a_cut_short_ppt_export_is_one_line_naming_it(tmp_path):
+    """init_prompt_from on a finished PPT export whose prompt.safetensors was cut short (a copy interrupted): it was
+    safetensors' own error, without the file's name."""
+    from safetensors.torch import save_file
+
+    from openprompt_ipt.runner.init_prompt import DONE, PROMPT_FILE, init_prompt_from
+    from openprompt_ipt.serialization import DamagedFile
+
+    export = tmp_path / "ppt"
+    export.mkdir()
+    (export / DONE).write_text("complete\n")
+    path = export / PROMPT_FILE
+    save_file({"task_prompt": torch.randn(4, 32)}, str(path), metadata={"format": "openprompt_ipt.ppt_prompt"})
+    path.write_bytes(path.read_bytes()[:40])
+    with pytest.raises(DamagedFile, match=rf"file '{path}' is damaged or truncated .*: run python "
+                                          r"experiments/pretrain_ppt.py .* --overwrite") as e:
+        init_prompt_from(None, {"init_prompt_from": str(export)}, None)
+    assert "\n" not in str(e.value)

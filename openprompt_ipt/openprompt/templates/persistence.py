@@ -102,6 +102,10 @@ class TrainedTemplateMixin:
             template = cls(model, tokenizer, **{**config, **overrides})
         except TypeError as e:  # a key edited in by hand: one line naming the file
             raise ValueError(f"'{path}': {e}: remove the key, or save the template again") from None
+        except FileNotFoundError as e:  # an export it started from (pretrained_path, encoder_path), moved or deleted
+            raise FileNotFoundError(f"'{directory}' cannot be rebuilt: {str(e).split(': ', 1)[0]}; the template reads "
+                                    "its exports again when it is loaded: put the export back at that path, or pass "
+                                    "its new place (from_pretrained(..., pretrained_path=... / encoder_path=...))") from None
         check_exported_tables(template, record.get("exported_tables"), directory)
         load_trainable(template, os.path.join(directory, WEIGHTS_FILE),
                        "save the template again with save_pretrained() (or train the run again)")
