@@ -101,7 +101,7 @@ def read_json(path: str, fix: str = "re-create it (rerun what wrote it)"):
 
 def load_trainable(module: nn.Module, path: str, fix: str = "re-create it (rerun what wrote it)") -> None:
     if not os.path.isfile(path):
-        raise FileNotFoundError(f"weights file '{path}' not found")
+        raise FileNotFoundError(f"weights file '{path}' not found: {fix}")
     state = read_safetensors(path, fix)
     own = dict(module.named_parameters())
     unknown = [k for k in state if k not in own]

@@ -206,3 +206,23 @@ def test_stage_one_group_keeps_what_init_from_reads(tmp_path):
     assert not (run / "checkpoints" / "step-1" / "trainable.safetensors").exists() and (run / "metrics.json").exists()
     accuracy.prune_weights(str(tmp_path))  # other groups: weights go
     assert not (run / "best.safetensors").exists() and not (run / "template" / "template.safetensors").exists()
+
+
+def test_a_run_saved_with_another_tokenizer_is_refused(stage1, tiny_model_dir, tmp_path):  # noqa: F811
+    """Same backbone path and shapes, but the template was saved with another vocabulary (a tokenizer swapped in the
+    model folder): its table rows are indexed by token id, so the prompt would start from other rows silently."""
+    from openprompt_ipt.runner.experiment import run_experiment
+
+    root, first = stage1
+    fake = tmp_path / "fake_run"
+    os.makedirs(fake / "template")
+    for name in ("config.json", "metrics.json", "template/template.safetensors"):
+        (fake / name).write_bytes(open(os.path.join(first, name), "rb").read())
+    saved = json.load(open(os.path.join(first, "template", "template_config.json")))
+    saved["saved_with"]["tokenizer"]["fingerprint"] = "0" * 16
+    (fake / "template" / "template_config.json").write_text(json.dumps(saved))
+    with pytest.raises(ValueError, match=r"init_from '.*fake_run': '.*template' was saved with tokenizer .* has another "
+                                         "vocabulary") as err:
+        run_experiment(cfg(tiny_model_dir, root, "cb", TEXT_CB, init_from=str(fake)), output_dir=str(tmp_path / "z"),
+                       show_progress=False)
+    assert "\n" not in str(err.value) and not (tmp_path / "z").exists()

@@ -17,7 +17,7 @@ from torch import nn
 
 from .encoders import EncoderConfig, PromptEncoder
 from .token_select import first_content_ids, utilized_content_ids
-from .vocab_table import VocabPromptTable, load_table
+from .vocab_table import VocabPromptTable, load_table, table_sha256, tokenizer_fingerprint
 
 TOKEN_SOURCES = ("content", "input_prefix")
 
@@ -82,6 +82,8 @@ class EncoderIPT(InstancePromptGenerator):
             weight, self.table_metadata = load_table(pretrained_path, vocab_size, hidden_size, tokenizer_vocab,
                                                      tokenizer)
             self.source = nn.Embedding.from_pretrained(weight, freeze=True)
+            # frozen, so no checkpoint holds it: a saved prompt records where it came from and its hash instead
+            self.table_record = {"path": str(pretrained_path), "sha256": table_sha256(weight)}
         else:
             # No exported table: the PLM's own (frozen) input embeddings are a vocab-aligned stand-in.
             # Held outside the module tree so it is neither saved nor counted twice.
@@ -91,7 +93,9 @@ class EncoderIPT(InstancePromptGenerator):
         self.encoder = PromptEncoder(cfg, prompt_length, hidden_size)
         if encoder_path:
             from .encoder_io import load_encoder_body
-            load_encoder_body(self.encoder, encoder_path)
+            vocabulary = None if tokenizer is None else (getattr(tokenizer, "name_or_path", "") or "?",
+                                                         tokenizer_fingerprint(tokenizer))
+            load_encoder_body(self.encoder, encoder_path, vocabulary)
 
     def forward(self, input_ids, content_mask, attention_mask):
         ids, mask = utilized_content_ids(input_ids, self.source_mask(content_mask, attention_mask), self.rate,
@@ -99,6 +103,25 @@ class EncoderIPT(InstancePromptGenerator):
         with torch.no_grad():  # the PLM's own table is in the PLM's dtype (bf16 / fp16 base): the encoder's, then
             x = self.source(ids).to(next(self.encoder.parameters()).dtype)
         return self.encoder(x, mask)
+
+
+def exported_tables(module: nn.Module) -> Dict[str, dict]:
+    """``{name: {"path", "sha256"}}`` of the frozen exported tables inside ``module``: what it reads at every call
+    but no checkpoint of it holds (they are loaded from ``pretrained_path`` again when it is rebuilt)."""
+    return {name: m.table_record for name, m in module.named_modules() if getattr(m, "table_record", None)}
+
+
+def check_exported_tables(module: nn.Module, recorded: Optional[Dict[str, dict]], where: str) -> None:
+    """A prompt saved in ``where`` with ``recorded`` (``exported_tables`` then) rebuilt as ``module``: the same tables
+    (an export replaced since, by a rerun or another backbone's, would change every prompt without a word)."""
+    mine = exported_tables(module)
+    for name, saved in (recorded or {}).items():
+        now = mine.get(name)
+        if now is None or now["sha256"] != saved.get("sha256"):
+            found = f"'{now['path']}' now holds another table" if now else "the rebuilt prompt reads none"
+            raise ValueError(f"'{where}' was trained reading the frozen table '{saved.get('path')}' and {found}: "
+                             "its prompts would change; put back the export it was trained with (pretrained_path), "
+                             "or train again on the new one")
 
 
 STRATEGIES: Dict[str, Type[InstancePromptGenerator]] = {

@@ -86,6 +86,13 @@ def tokenizer_fingerprint(tokenizer) -> str:
     return hashlib.sha256("\n".join(f"{i}\t{t}" for t, i in vocab).encode("utf-8")).hexdigest()[:16]
 
 
+def table_sha256(weight: torch.Tensor) -> str:
+    """The hash of a table's values as read from its file (before any dtype cast): a saved prompt records it for
+    a frozen table it reads but does not save (Encoder IPT's ``pretrained_path``), so a replaced export is seen."""
+    data = weight.detach().cpu().contiguous().view(-1).view(torch.uint8).numpy().tobytes()
+    return hashlib.sha256(str(weight.dtype).encode("utf-8") + data).hexdigest()
+
+
 def save_table(path: str, weight: torch.Tensor, metadata: dict) -> None:
     """Write an exported table atomically (a temp file renamed into place)."""
     from safetensors.torch import save_file
@@ -106,10 +113,18 @@ def load_table(path: str, vocab_size: int, hidden_size: int, tokenizer_vocab: Op
     have been exported for this very vocabulary (same tokens at the same ids), not only the same size."""
     from safetensors import safe_open
 
+    from ..serialization import check_safetensors
+    from .encoder_io import pretraining_hint, refuse_unfinished, rerun_hint
+
+    refuse_unfinished(path, "pretrained_path")
+    if os.path.isdir(path):  # the export folder (as encoder_path takes it) rather than its table file
+        inside = os.path.join(path, "embedding.safetensors")
+        fix = f"set pretrained_path to '{inside}'" if os.path.isfile(inside) else pretraining_hint(path)
+        raise ValueError(f"pretrained_path '{path}' is a folder, not a table file: {fix}")
     if not os.path.isfile(path):
-        from .encoder_io import pretraining_hint
         raise FileNotFoundError(f"pretrained table '{path}' not found: {pretraining_hint(path)} "
                                 "(or set pretrained_path to an existing .safetensors file)")
+    check_safetensors(path, rerun_hint(path))
     with safe_open(path, framework="pt") as f:
         if TABLE_TENSOR not in f.keys():
             raise ValueError(f"'{path}' holds no '{TABLE_TENSOR}' tensor: not a table exported by openprompt_ipt")

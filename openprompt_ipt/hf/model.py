@@ -18,6 +18,7 @@ from typing import Optional
 import torch
 from torch import nn
 
+from ..generators import check_exported_tables, exported_tables
 from ..generators.layered import InstanceInputs
 from ..injection import max_positions, prepend, trim_outputs
 from ..injection.checkpointing import carry_prompt
@@ -231,7 +232,7 @@ class InstancePromptModel(nn.Module):
         """What a saved folder records: the prompt, the base (fingerprint, name or path) and the tokenizer."""
         base = dict(fingerprint(self.base_model), name_or_path=getattr(self.config, "_name_or_path", "") or "")
         return {"format": FORMAT, "prompt": self.prompt_config.to_dict(), "base_model": base,
-                "tokenizer": self._tokenizer_record}
+                "tokenizer": self._tokenizer_record, "exported_tables": exported_tables(self)}
 
     def state_dict(self, *args, destination=None, prefix="", keep_vars=False):
         """Only the tensors that train (prompt, generator, head), as PEFT's checkpoints, and the prompt's config
@@ -395,6 +396,9 @@ class InstancePromptModel(nn.Module):
             raise ValueError(f"'{os.path.join(directory, CONFIG_FILE)}' holds a {type(saved).__name__}, not the JSON "
                              "object save_pretrained writes (its prompt config and base model): save the model again "
                              "with model.save_pretrained(directory)")
+        if weights is None:  # the readable config copied without its weights: no prompt to load, not an empty one
+            raise FileNotFoundError(f"'{directory}' has {CONFIG_FILE} but no weights ({WEIGHTS_FILE}): copy the weights "
+                                    "file too, or save the model again (model.save_pretrained(directory))")
         prompt = saved.get("prompt", {})
         if method is not None and prompt.get("method") != method:
             raise ValueError(f"'{directory}' holds a '{prompt.get('method')}' prompt, not '{method}': "
@@ -410,6 +414,7 @@ class InstancePromptModel(nn.Module):
             tokenizer = _saved_tokenizer(directory, saved.get("tokenizer") or {}, model)
         check_against_record(tokenizer, saved.get("tokenizer"), directory)
         wrapped = cls(model, InstancePromptConfig.from_dict(prompt), tokenizer=tokenizer)
+        check_exported_tables(wrapped, saved.get("exported_tables"), directory)
         own = wrapped.saved_parameters()
         missing, unknown = sorted(set(own) - set(weights)), sorted(set(weights) - set(own))
         if missing or unknown:
@@ -427,7 +432,8 @@ class InstancePromptModel(nn.Module):
 
 def _read_saved(directory: str):
     """``(config, weights)`` of a saved folder: ``model.safetensors`` with the config inside (save_pretrained,
-    Trainer.save_model, a Trainer checkpoint), or format 1 (instance_prompt.safetensors + its JSON config)."""
+    Trainer.save_model, a Trainer checkpoint), or format 1 (instance_prompt.safetensors + its JSON config);
+    weights ``None``: the JSON config alone."""
     fix = "save the model again (model.save_pretrained(directory) or trainer.save_model(directory))"
     path = os.path.join(directory, WEIGHTS_FILE)
     if os.path.isfile(path):
@@ -438,7 +444,7 @@ def _read_saved(directory: str):
     if os.path.isfile(os.path.join(directory, CONFIG_FILE)):
         saved = read_json(os.path.join(directory, CONFIG_FILE), fix)
         old = os.path.join(directory, OLD_WEIGHTS_FILE)
-        return saved, (read_safetensors(old, fix) if os.path.isfile(old) else {})
+        return saved, (read_safetensors(old, fix) if os.path.isfile(old) else None)
     raise FileNotFoundError(f"'{directory}' has no {WEIGHTS_FILE}: {fix}")
 
 

@@ -8,11 +8,11 @@ before anything trains: the weights would load into the wrong places or not at a
 """
 from __future__ import annotations
 
-import json
 import os
 from typing import Dict, List, Optional, Sequence
 
-from ..serialization import load_trainable
+from ..openprompt.templates.persistence import check_saved_with
+from ..serialization import load_trainable, read_json
 from .config import flat_keys
 
 # template keys that say only how the text is worded: a run on another task may differ in them
@@ -27,8 +27,7 @@ def read_source(run_dir: str) -> Dict:
         if not os.path.isfile(path):
             raise FileNotFoundError(f"init_from '{run_dir}' is not a finished run: {os.path.relpath(path, run_dir)} is "
                                     "missing (point it at a seed directory of a finished run, e.g. runs/<config>/seed1)")
-    with open(cfg_path) as f:
-        return json.load(f)
+    return read_json(cfg_path, f"train the run '{run_dir}' again (experiments/run.py ... --overwrite)")
 
 
 def check_compatible(cfg: Dict, source: Dict, run_dir: str, source_metrics: Optional[Dict] = None) -> None:
@@ -78,12 +77,12 @@ def init_from_run(model, cfg: Dict, labels: Sequence[str], log=print) -> Dict:
     metrics_path = os.path.join(run_dir, "metrics.json")
     source_metrics = {}
     if os.path.isfile(metrics_path):
-        with open(metrics_path) as f:
-            source_metrics = json.load(f)
+        source_metrics = read_json(metrics_path, f"train the run '{run_dir}' again (experiments/run.py ... --overwrite)")
     check_compatible(cfg, source, run_dir, source_metrics)
     check_backbone_shape(model, source_metrics, run_dir)
     weights = os.path.join(run_dir, "template", "template.safetensors")
     try:
+        check_saved_with(os.path.dirname(weights), model.template, model.plm)
         load_trainable(model.template, weights)
     except ValueError as e:
         raise ValueError(f"init_from '{run_dir}': {e}") from None

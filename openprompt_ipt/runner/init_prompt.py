@@ -20,12 +20,14 @@ def init_prompt_from(model, cfg: Dict, tokenizer) -> Dict:
     from safetensors import safe_open
 
     from ..generators import tokenizer_fingerprint
+    from ..serialization import check_safetensors
 
     export = cfg["init_prompt_from"]
     path = os.path.join(export, PROMPT_FILE)
     if not (os.path.isfile(os.path.join(export, DONE)) and os.path.isfile(path)):
         raise FileNotFoundError(f"init_prompt_from '{export}' is not a finished PPT export (no {PROMPT_FILE} / DONE): "
                                 f"run {REEXPORT} first")
+    check_safetensors(path, f"run {REEXPORT} --overwrite")  # a cut-short copy: one line naming it
     with safe_open(path, "pt") as f:
         meta = f.metadata() or {}
         state = {k: f.get_tensor(k) for k in f.keys()}

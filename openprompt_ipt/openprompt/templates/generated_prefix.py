@@ -47,6 +47,7 @@ class GeneratedPrefixTemplate(TrainedTemplateMixin, MixedTemplate):
                  placeholder_mapping: dict = {"<text_a>": "text_a", "<text_b>": "text_b"}):
         given = {"prefix": prefix, "ipt": ipt, "idpg": idpg, "lpt": lpt}
         super().__init__(model=model, tokenizer=tokenizer, text=None, placeholder_mapping=placeholder_mapping)
+        self._remember_backbone(model)
         self.generator, self.injector, self.placement, section = build_layered_generator(
             model, self.raw_embedding, tokenizer, generator, injection, prompt_length, insert_position,
             prefix_positions, hidden_mode, given, late_layer=late_layer)

@@ -39,6 +39,7 @@ class InstanceWiseTemplate(TrainedTemplateMixin, MixedTemplate):
                  max_source_tokens: int = 512, instance_dropout: float = 0.0, table_init: str = "random",
                  combine: str = "concat", placeholder_mapping: dict = {"<text_a>": "text_a", "<text_b>": "text_b"}):
         super().__init__(model=model, tokenizer=tokenizer, text=None, placeholder_mapping=placeholder_mapping)
+        self._remember_backbone(model)
         self.strategy = strategy
         self.position_limit = max_positions(model.config)
         task_prompt, generator, settings = build_input_prompt(

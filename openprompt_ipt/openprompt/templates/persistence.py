@@ -1,5 +1,7 @@
 """What both of our templates share: the mask check, parameter counting, save/load of only what
-they trained (safetensors) beside the arguments that rebuild them (JSON), and a warning when nobody
+they trained (safetensors) beside the arguments that rebuild them (JSON) and what they were trained with (the
+tokenizer's vocabulary, the backbone's shape, the frozen tables read from exports: another one is refused at load,
+since IPT's table is indexed by token ids and a same-shaped mismatch would give other prompts silently), and a warning when nobody
 updates their parameters (an optimizer built from the PLM's and the verbalizer's parameters only, as in
 OpenPrompt's tutorial 1.2, trains the prompts as nothing and nothing would say so)."""
 from __future__ import annotations
@@ -9,9 +11,12 @@ import warnings
 
 import torch
 
+from ...generators import check_exported_tables, exported_tables, tokenizer_fingerprint
 from ...serialization import load_trainable, read_json, save_trainable
 
 CONFIG_FILE, WEIGHTS_FILE = "template_config.json", "template.safetensors"
+SAVED_WITH = "saved_with"  # the config's entry for what the template was trained with (not a constructor argument)
+BACKBONE_KEYS = ("model_type", "hidden_size", "num_hidden_layers", "vocab_size")
 
 
 UNUPDATED_PASSES = 200  # training-mode forward passes without one template update before the warning
@@ -66,15 +71,69 @@ class TrainedTemplateMixin:
     def num_trainable_parameters(self) -> int:
         return sum(p.numel() for n, p in self.named_parameters() if p.requires_grad and not n.startswith("raw_embedding"))
 
+    def _remember_backbone(self, model) -> None:
+        """The templates call it in ``__init__``: the backbone's shape, for ``save_pretrained``'s record."""
+        cfg = model.config
+        self.__dict__["_backbone"] = {"name_or_path": getattr(cfg, "_name_or_path", "") or "",
+                                      **{key: getattr(cfg, key, None) for key in BACKBONE_KEYS}}
+
+    def saved_with(self) -> dict:
+        tokenizer = self.tokenizer
+        return {"tokenizer": {"name_or_path": getattr(tokenizer, "name_or_path", "") or "", "size": len(tokenizer),
+                              "fingerprint": tokenizer_fingerprint(tokenizer)},
+                "backbone": self.__dict__.get("_backbone", {}), "exported_tables": exported_tables(self)}
+
     def save_pretrained(self, directory: str) -> None:
-        save_trainable(self, directory, WEIGHTS_FILE, CONFIG_FILE, self.init_config, skip=("raw_embedding",))
+        save_trainable(self, directory, WEIGHTS_FILE, CONFIG_FILE, {**self.init_config, SAVED_WITH: self.saved_with()},
+                       skip=("raw_embedding",))
 
     @classmethod
     def from_pretrained(cls, directory: str, model, tokenizer, **overrides):
         path = os.path.join(directory, CONFIG_FILE)
         if not os.path.isfile(path):
             raise FileNotFoundError(f"'{directory}' has no {CONFIG_FILE}: save the template with save_pretrained()")
-        config = {**read_json(path, "save the template again with save_pretrained()"), **overrides}
-        template = cls(model, tokenizer, **config)
-        load_trainable(template, os.path.join(directory, WEIGHTS_FILE))
+        config = read_json(path, "save the template again with save_pretrained()")
+        if not isinstance(config, dict):
+            raise ValueError(f"'{path}' holds a {type(config).__name__}, not the JSON object save_pretrained() writes: "
+                             "save the template again")
+        record = config.pop(SAVED_WITH, None) or {}  # absent in folders saved before it was recorded
+        _check_backbone(record, model, tokenizer, directory)
+        try:
+            template = cls(model, tokenizer, **{**config, **overrides})
+        except TypeError as e:  # a key edited in by hand: one line naming the file
+            raise ValueError(f"'{path}': {e}: remove the key, or save the template again") from None
+        except FileNotFoundError as e:  # an export it started from (pretrained_path, encoder_path), moved or deleted
+            raise FileNotFoundError(f"'{directory}' cannot be rebuilt: {str(e).split(': ', 1)[0]}; the template reads "
+                                    "its exports again when it is loaded: put the export back at that path, or pass "
+                                    "its new place (from_pretrained(..., pretrained_path=... / encoder_path=...))") from None
+        check_exported_tables(template, record.get("exported_tables"), directory)
+        load_trainable(template, os.path.join(directory, WEIGHTS_FILE),
+                       "save the template again with save_pretrained() (or train the run again)")
         return template
+
+
+def check_saved_with(directory: str, template, model) -> None:
+    """Before loading ``directory``'s weights into a ``template`` built elsewhere (``init_from``): the tokenizer,
+    backbone and exported tables it was saved with are the template's."""
+    config = read_json(os.path.join(directory, CONFIG_FILE), "save the template again with save_pretrained()")
+    record = (config.get(SAVED_WITH) if isinstance(config, dict) else None) or {}
+    _check_backbone(record, model, template.tokenizer, directory)
+    check_exported_tables(template, record.get("exported_tables"), directory)
+
+
+def _check_backbone(record: dict, model, tokenizer, directory: str) -> None:
+    """The tokenizer's vocabulary and the backbone's shape the template was saved with; a mismatch is one line."""
+    saved = record.get("tokenizer") or {}
+    if saved.get("fingerprint") and saved["fingerprint"] != tokenizer_fingerprint(tokenizer):
+        given = getattr(tokenizer, "name_or_path", "") or "the given tokenizer"
+        given = f"'{given}'" + (" (its files changed since)" if given == saved.get("name_or_path") else "")
+        raise ValueError(f"'{directory}' was saved with tokenizer '{saved.get('name_or_path')}' ({saved.get('size')} "
+                         f"tokens) and {given} ({len(tokenizer)} tokens) has another vocabulary: the prompt reads "
+                         "its table by token id, so it would change; load it with the backbone and tokenizer it was "
+                         "trained with")
+    backbone, cfg = record.get("backbone") or {}, model.config
+    for key in BACKBONE_KEYS:
+        if backbone.get(key) is not None and backbone[key] != getattr(cfg, key, None):
+            raise ValueError(f"'{directory}' was saved for backbone '{backbone.get('name_or_path')}' with {key} "
+                             f"{backbone[key]!r}, and this one has {getattr(cfg, key, None)!r}: load it onto the "
+                             "backbone it was trained on")
