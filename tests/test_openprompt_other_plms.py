@@ -1,0 +1,63 @@
+"""Our templates on PLMs other than BERT / RoBERTa, through OpenPrompt's pipeline: each method works or refuses
+in one line. ELECTRA-small's shape (word embeddings narrower than the layers: embedding_size < hidden_size) and
+T5 (encoder-decoder: the prompt enters the encoder, the mask is read from the decoder's positions)."""
+import pytest
+import torch
+from openprompt import PromptDataLoader, PromptForClassification
+from openprompt.data_utils import InputExample
+from openprompt.plms.mlm import MLMTokenizerWrapper
+from openprompt.prompts import ManualVerbalizer
+
+from helpers import clone
+from openprompt_ipt import GeneratedPrefixTemplate
+
+TEXT = '{"placeholder":"text_a"} it was {"mask"} .'
+DATA = [InputExample(guid="0", text_a="the movie was great", label=0),
+        InputExample(guid="1", text_a="a dog ran fast on the mat", label=1)]
+
+
+def _electra_small_shaped(tokenizer):
+    """ELECTRA-small's proportions: 16-d word embeddings projected up to 32-d layers (128 -> 256 in the real one)."""
+    from transformers import ElectraConfig, ElectraForMaskedLM
+
+    torch.manual_seed(0)
+    return ElectraForMaskedLM(ElectraConfig(vocab_size=len(tokenizer), embedding_size=16, hidden_size=32,
+                                            num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
+                                            max_position_embeddings=128, pad_token_id=0)).eval()
+
+
+def _batch(template, tokenizer):
+    loader = PromptDataLoader(dataset=DATA, template=template, tokenizer=tokenizer,
+                              tokenizer_wrapper_class=MLMTokenizerWrapper, max_seq_length=24, batch_size=2)
+    return next(iter(loader))
+
+
+@pytest.mark.parametrize("kwargs", [
+    dict(generator="prefix", injection="kv"),                                    # Prefix Tuning / P-tuning v2
+    dict(generator="ipt_random", injection="kv"),                                # Prefix + IPT
+    dict(generator="idpg", injection="kv", idpg=dict(hidden=8, phm_n=4)),        # M-IDPG on keys / values
+    dict(generator="lpt", injection="late", late_layer=1),                       # LPT
+    dict(generator="idpg", injection="input", idpg=dict(depth="single", hidden=8, phm_n=4)),  # S-IDPG
+], ids=["prefix-kv", "ipt-kv", "m_idpg-kv", "lpt-late", "s_idpg-input"])
+def test_generated_prefix_trains_on_an_electra_small_shaped_model(bert, kwargs):
+    _, tokenizer = bert
+    plm = _electra_small_shaped(tokenizer)
+    template = GeneratedPrefixTemplate(plm, tokenizer, text=TEXT, prompt_length=3, **kwargs)
+    model = PromptForClassification(plm, template, ManualVerbalizer(tokenizer, num_classes=2, label_words=[["good"], ["bad"]]),
+                                    freeze_plm=True)
+    batch = _batch(template, tokenizer)
+    logits = model(clone(batch))
+    assert logits.shape == (2, 2) and torch.isfinite(logits).all()
+    torch.nn.functional.cross_entropy(logits, batch["label"]).backward()
+    grads = [p.grad for p in template.generator.parameters() if p.requires_grad]
+    assert grads and all(g is not None for g in grads) and any(g.abs().sum() > 0 for g in grads)
+
+
+def test_hidden_injection_on_narrow_embeddings_refuses_in_one_line(bert):
+    _, tokenizer = bert
+    plm = _electra_small_shaped(tokenizer)
+    with pytest.raises(ValueError) as e:
+        GeneratedPrefixTemplate(plm, tokenizer, text=TEXT, generator="idpg", injection="hidden", prompt_length=3,
+                                idpg=dict(hidden=8, phm_n=4))
+    message = str(e.value)
+    assert len(message.splitlines()) == 1 and "16-d" in message and "32-d" in message and "injection: kv" in message
