@@ -6,10 +6,10 @@ import torch
 from openprompt import PromptDataLoader, PromptForClassification
 from openprompt.data_utils import InputExample
 from openprompt.plms.mlm import MLMTokenizerWrapper
-from openprompt.prompts import ManualVerbalizer
+from openprompt.prompts import ManualVerbalizer, SoftTemplate
 
 from helpers import clone
-from openprompt_ipt import GeneratedPrefixTemplate
+from openprompt_ipt import GeneratedPrefixTemplate, InstanceWiseTemplate
 
 TEXT = '{"placeholder":"text_a"} it was {"mask"} .'
 DATA = [InputExample(guid="0", text_a="the movie was great", label=0),
@@ -61,3 +61,48 @@ def test_hidden_injection_on_narrow_embeddings_refuses_in_one_line(bert):
                                 idpg=dict(hidden=8, phm_n=4))
     message = str(e.value)
     assert len(message.splitlines()) == 1 and "16-d" in message and "32-d" in message and "injection: kv" in message
+
+
+def _t5(tokenizer):
+    from transformers import T5Config, T5ForConditionalGeneration
+
+    torch.manual_seed(0)
+    return T5ForConditionalGeneration(T5Config(vocab_size=len(tokenizer), d_model=32, d_kv=8, d_ff=64, num_layers=2,
+                                               num_heads=4, decoder_start_token_id=0, pad_token_id=0)).eval()
+
+
+def _t5_batch(template, tokenizer):
+    """The encoder's side from PromptDataLoader; the decoder's side as OpenPrompt's T5 wrapper lays it out for
+    classification (start token, then the mask read at decoder position 1), padded to 8 positions: longer
+    than the prompt, so logits cut by the prompt's length would still have a position 1 to read."""
+    batch = _batch(template, tokenizer)
+    b = batch["input_ids"].size(0)
+    batch["decoder_input_ids"] = torch.zeros(b, 8, dtype=torch.long)
+    batch["decoder_input_ids"][:, 1] = tokenizer.mask_token_id
+    batch["loss_ids"] = torch.zeros(b, 8, dtype=torch.long)
+    batch["loss_ids"][:, 1] = 1
+    return batch
+
+
+def test_instance_wise_on_t5_reads_the_decoders_mask_as_openprompts_soft_template(bert):
+    _, tokenizer = bert
+    plm = _t5(tokenizer)
+    ours = InstanceWiseTemplate(plm, tokenizer, text=TEXT, strategy="none", task_prompt_length=3)
+    batch = _t5_batch(ours, tokenizer)
+    vectors = ours.prompt_vectors(clone(batch))[0].detach().clone()
+    theirs = SoftTemplate(plm, tokenizer, text=TEXT, soft_embeds=torch.nn.Parameter(vectors))
+    logits = []
+    for template in (ours, theirs):
+        verbalizer = ManualVerbalizer(tokenizer, num_classes=2, label_words=[["good"], ["bad"]])
+        model = PromptForClassification(plm, template, verbalizer, freeze_plm=True).eval()
+        with torch.no_grad():
+            logits.append(model(clone(batch)))
+    torch.testing.assert_close(logits[0], logits[1])
+
+
+def test_generated_prefix_refuses_an_encoder_decoder_in_one_line(bert):
+    _, tokenizer = bert
+    with pytest.raises(ValueError) as e:
+        GeneratedPrefixTemplate(_t5(tokenizer), tokenizer, text=TEXT, generator="prefix", prompt_length=3)
+    message = str(e.value)
+    assert len(message.splitlines()) == 1 and "'t5'" in message and "InstanceWiseTemplate" in message

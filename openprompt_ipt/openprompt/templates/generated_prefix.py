@@ -46,6 +46,9 @@ class GeneratedPrefixTemplate(TrainedTemplateMixin, MixedTemplate):
                  lpt: Optional[dict] = None, late_layer: Optional[int] = None,
                  placeholder_mapping: dict = {"<text_a>": "text_a", "<text_b>": "text_b"}):
         given = {"prefix": prefix, "ipt": ipt, "idpg": idpg, "lpt": lpt}
+        if getattr(model.config, "is_encoder_decoder", False):  # splices and hooks assume one stack of positions
+            raise ValueError(f"GeneratedPrefixTemplate needs an encoder (BERT, RoBERTa, ELECTRA, ...) or decoder-only model, "
+                             f"not the encoder-decoder '{model.config.model_type}': use InstanceWiseTemplate")
         super().__init__(model=model, tokenizer=tokenizer, text=None, placeholder_mapping=placeholder_mapping)
         self.generator, self.injector, self.placement, section = build_layered_generator(
             model, self.raw_embedding, tokenizer, generator, injection, prompt_length, insert_position,

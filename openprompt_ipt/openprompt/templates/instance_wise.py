@@ -41,6 +41,8 @@ class InstanceWiseTemplate(TrainedTemplateMixin, MixedTemplate):
         super().__init__(model=model, tokenizer=tokenizer, text=None, placeholder_mapping=placeholder_mapping)
         self.strategy = strategy
         self.position_limit = max_positions(model.config)
+        # T5: the prompt enters the encoder, while logits (and the mask's loss_ids) are the decoder's positions
+        self.encoder_decoder = bool(getattr(model.config, "is_encoder_decoder", False))
         task_prompt, generator, settings = build_input_prompt(
             self.raw_embedding, tokenizer, self.position_limit, strategy=strategy, prompt_length=prompt_length,
             task_prompt_length=task_prompt_length, token_source=token_source, table_dim=table_dim,
@@ -97,4 +99,6 @@ class InstanceWiseTemplate(TrainedTemplateMixin, MixedTemplate):
         return prepend(batch, prompts, limit=self.position_limit)
 
     def post_processing_outputs(self, outputs):
+        if self.encoder_decoder:  # no prompt position in the decoder's outputs (as OpenPrompt's SoftTemplate)
+            return outputs
         return trim_outputs(outputs, self.n_prefix)
