@@ -100,9 +100,40 @@ def test_instance_wise_on_t5_reads_the_decoders_mask_as_openprompts_soft_templat
     torch.testing.assert_close(logits[0], logits[1])
 
 
-def test_generated_prefix_refuses_an_encoder_decoder_in_one_line(bert):
+def _gpt2(tokenizer):
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(0)
+    return GPT2LMHeadModel(GPT2Config(vocab_size=len(tokenizer), n_embd=32, n_layer=2, n_head=4, n_positions=64)).eval()
+
+
+@pytest.mark.parametrize("host", ["t5", "gpt2"])
+def test_generated_prefix_refuses_a_model_without_a_masked_lm_encoder_in_one_line(bert, host):
+    """On GPT-2 "before text_a" spliced the prompt after the first word (no leading special token) and IDPG's M(x)
+    read a causal first token; only injection: input got past the layout check, and it ran."""
     _, tokenizer = bert
+    plm = _t5(tokenizer) if host == "t5" else _gpt2(tokenizer)
     with pytest.raises(ValueError) as e:
-        GeneratedPrefixTemplate(_t5(tokenizer), tokenizer, text=TEXT, generator="prefix", prompt_length=3)
+        GeneratedPrefixTemplate(plm, tokenizer, text=TEXT, generator="idpg", injection="input", prompt_length=3,
+                                idpg=dict(depth="single", hidden=8, phm_n=4))
     message = str(e.value)
-    assert len(message.splitlines()) == 1 and "'t5'" in message and "InstanceWiseTemplate" in message
+    kind = "encoder-decoder" if host == "t5" else "decoder-only"
+    assert len(message.splitlines()) == 1 and f"{kind} '{host}'" in message and "InstanceWiseTemplate" in message
+
+
+def test_instance_wise_on_gpt2_equals_openprompts_soft_template(bert):
+    """A decoder-only host keeps InstanceWiseTemplate: its prompt goes before the whole input, as SoftTemplate's."""
+    _, tokenizer = bert
+    plm = _gpt2(tokenizer)
+    text = '{"placeholder":"text_a"} it was {"mask"}'  # a causal LM reads the mask at the end
+    ours = InstanceWiseTemplate(plm, tokenizer, text=text, strategy="none", task_prompt_length=3)
+    batch = _batch(ours, tokenizer)
+    vectors = ours.prompt_vectors(clone(batch))[0].detach().clone()
+    theirs = SoftTemplate(plm, tokenizer, text=text, soft_embeds=torch.nn.Parameter(vectors))
+    logits = []
+    for template in (ours, theirs):
+        verbalizer = ManualVerbalizer(tokenizer, num_classes=2, label_words=[["good"], ["bad"]])
+        model = PromptForClassification(plm, template, verbalizer, freeze_plm=True).eval()
+        with torch.no_grad():
+            logits.append(model(clone(batch)))
+    torch.testing.assert_close(logits[0], logits[1])
