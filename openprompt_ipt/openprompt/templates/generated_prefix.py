@@ -81,6 +81,7 @@ class GeneratedPrefixTemplate(TrainedTemplateMixin, MixedTemplate):
 
     # ---- OpenPrompt hooks -------------------------------------------------------------------
     def on_text_set(self):
+        self._remember_text()
         super().on_text_set()
         parts = {"text_a": 1, "text_b": 2}
         self.text_part_ids = [parts.get(d.get("placeholder"), 3) if "placeholder" in d else 0 for d in self.text]
