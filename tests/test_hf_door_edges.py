@@ -153,3 +153,22 @@ def test_a_batch_the_prompt_overflows_names_the_tokenizers_max_length(bert, case
     _one_line(e)
     batch = tok([" ".join(["good"] * 200)], truncation=True, max_length=room, return_tensors="pt")
     assert model(**batch).logits.shape == (1, 2)
+
+
+@pytest.mark.parametrize("case", ["prefix_tuning", "p_tuning_v2-kv", "prefix_ipt-random", "lpt-npg", "s_idpg-dnn-cls"])
+def test_electra_small_shaped_base_trains_its_layer_prompts(bert, case, tmp_path):
+    """ELECTRA-small's word embeddings are narrower than its layers (128 -> 256; 16 -> 32 here): prompts for the
+    layers (kv, late) were made at the embeddings' width and every forward stopped with a shape error."""
+    from transformers import ElectraConfig, ElectraForSequenceClassification
+
+    mlm, tok = bert
+    torch.manual_seed(0)
+    base = ElectraForSequenceClassification(ElectraConfig(vocab_size=len(tok), embedding_size=16, hidden_size=32,
+                                                          num_hidden_layers=2, num_attention_heads=4,
+                                                          intermediate_size=64, max_position_embeddings=128))
+    model = _wrap(base, case, tmp_path, mlm, tok)
+    batch = _batch(tok)
+    out = model(**batch, labels=torch.tensor([1, 1, 1, 0, 0, 0]))
+    out.loss.backward()
+    grads = [p.grad for n, p in model.named_parameters() if p.requires_grad and n.startswith("generator.")]
+    assert torch.isfinite(out.loss) and grads and any(g is not None and g.abs().sum() > 0 for g in grads)

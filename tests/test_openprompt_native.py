@@ -469,3 +469,40 @@ def test_runner_keeps_sparse_rows_unless_the_yaml_says_otherwise(backbones, temp
     saved = template.init_config if where is None else template.init_config.get(where) or {}
     assert not saved.get("sparse", False)
     assert not any(tables(False)[0])
+
+
+@pytest.mark.parametrize("template_name", ["instance_wise", "generated_prefix"])
+@pytest.mark.parametrize("how", ["from_file", "assigned"])
+def test_save_pretrained_keeps_the_text_set_after_the_constructor(bert, tmp_path, template_name, how):
+    """OpenPrompt's tutorials set the text after building the template (``Template(...).from_file(path, choice)``, as
+    ``load_template`` does for ``file_path``); save_pretrained wrote the constructor's text: None (the reloaded
+    template had no text) or, after ``template.text = ...``, the old text, reloaded without a word."""
+    from openprompt.plms.mlm import MLMTokenizerWrapper
+    from openprompt.prompts import ManualVerbalizer
+
+    from openprompt_ipt import GeneratedPrefixTemplate, InstanceWiseTemplate
+
+    model, tokenizer = bert
+    cls, kwargs = {"instance_wise": (InstanceWiseTemplate, dict(strategy="random", prompt_length=3)),
+                   "generated_prefix": (GeneratedPrefixTemplate, dict(generator="prefix", prompt_length=3))}[template_name]
+    chosen = '{"mask"} news : {"placeholder":"text_a"}'
+    if how == "from_file":
+        path = tmp_path / "templates.txt"
+        path.write_text(TEXT + "\n" + chosen + "\n")
+        template = cls(model, tokenizer, **kwargs).from_file(str(path), choice=1)
+    else:
+        template = cls(model, tokenizer, text=TEXT, **kwargs)
+        template.text = chosen
+    template.save_pretrained(str(tmp_path / "saved"))
+    loaded = cls.from_pretrained(str(tmp_path / "saved"), model, tokenizer)
+    logits = []
+    for t in (template, loaded):
+        verbalizer = ManualVerbalizer(tokenizer, num_classes=2, label_words=LABEL_WORDS)
+        prompt_model = PromptForClassification(model, t, verbalizer, freeze_plm=True).eval()
+        loader = PromptDataLoader(dataset=examples(2), template=t, tokenizer=tokenizer,
+                                  tokenizer_wrapper_class=MLMTokenizerWrapper, max_seq_length=MAX_LEN, batch_size=2)
+        with torch.no_grad():
+            logits.append(prompt_model(next(iter(loader))))
+    plain = lambda text: [{k: v for k, v in d.items() if not callable(v)} for d in text]  # noqa: E731  (parsed lambdas)
+    assert plain(loaded.text) == plain(template.text) and loaded.text[0].get("mask", 0) is None  # the chosen line
+    torch.testing.assert_close(logits[0], logits[1])

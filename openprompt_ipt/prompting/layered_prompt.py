@@ -75,7 +75,16 @@ def build_layered_generator(model: nn.Module, embedding: nn.Embedding, tokenizer
     else:
         injector = LayerPromptInjector(model) if injection in ("kv", "hidden") else None
     num_layers = injector.layout.num_layers if injector else int(model.config.num_hidden_layers)
-    ctx = GeneratorContext(hidden_size=embedding.embedding_dim, num_layers=num_layers, injection=injection,
+    # kv / hidden / late prompts have the layers' width; only an input prompt has the word embeddings' (ELECTRA-small,
+    # ALBERT: embedding_size < hidden_size, projected up after the embedding layer)
+    width = embedding.embedding_dim if injection == "input" else int(model.config.hidden_size)
+    if injection == "hidden" and width != embedding.embedding_dim:  # layer 0's prompt is spliced into the embeddings
+        if injector is not None:
+            injector.remove()
+        raise ValueError(f"injection: hidden splices layer 0's prompt into the {embedding.embedding_dim}-d input embeddings, "
+                         f"but the layers of '{getattr(model.config, 'model_type', type(model).__name__)}' are "
+                         f"{width}-d (embedding_size != hidden_size): use injection: kv or input")
+    ctx = GeneratorContext(hidden_size=width, num_layers=num_layers, injection=injection,
                            prompt_length=int(prompt_length), vocab_size=embedding.num_embeddings,
                            word_embeddings=embedding, tokenizer=tokenizer, plm=model, injector=injector,
                            init_std=float(embedding.weight.detach().float().std()))

@@ -23,6 +23,7 @@ from typing import Optional
 
 import torch
 from openprompt.prompts import MixedTemplate
+from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES, MODEL_FOR_MASKED_LM_MAPPING_NAMES
 
 from ...injection.batch import content_mask, field
 from ...generators.layered import InstanceInputs
@@ -32,6 +33,21 @@ from ...prompting.layered_prompt import SECTIONS, prompt_positions
 from .persistence import TrainedTemplateMixin
 
 __all__ = ["GeneratedPrefixTemplate", "SECTIONS"]
+
+
+def check_encoder(config) -> None:
+    """Insert positions and IDPG's M(x) (the first token's state) assume a bidirectional encoder with a leading special
+    token: on GPT-2 "before text_a" lands after the first word and M(x) sees one token; on T5 the logits are the
+    decoder's. One line instead of a silently misplaced prompt."""
+    family = getattr(config, "model_type", "")
+    if getattr(config, "is_encoder_decoder", False):
+        kind = "encoder-decoder"
+    elif family in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES and family not in MODEL_FOR_MASKED_LM_MAPPING_NAMES:
+        kind = "decoder-only"
+    else:
+        return
+    raise ValueError(f"GeneratedPrefixTemplate needs a masked-LM encoder (BERT, RoBERTa, ELECTRA, ALBERT, ...), not the "
+                     f"{kind} '{family}': use InstanceWiseTemplate (its prompt goes before the whole input)")
 
 
 class GeneratedPrefixTemplate(TrainedTemplateMixin, MixedTemplate):
@@ -46,6 +62,7 @@ class GeneratedPrefixTemplate(TrainedTemplateMixin, MixedTemplate):
                  lpt: Optional[dict] = None, late_layer: Optional[int] = None,
                  placeholder_mapping: dict = {"<text_a>": "text_a", "<text_b>": "text_b"}):
         given = {"prefix": prefix, "ipt": ipt, "idpg": idpg, "lpt": lpt}
+        check_encoder(model.config)
         super().__init__(model=model, tokenizer=tokenizer, text=None, placeholder_mapping=placeholder_mapping)
         self._remember_backbone(model)
         self.generator, self.injector, self.placement, section = build_layered_generator(
@@ -65,6 +82,7 @@ class GeneratedPrefixTemplate(TrainedTemplateMixin, MixedTemplate):
 
     # ---- OpenPrompt hooks -------------------------------------------------------------------
     def on_text_set(self):
+        self._remember_text()
         super().on_text_set()
         parts = {"text_a": 1, "text_b": 2}
         self.text_part_ids = [parts.get(d.get("placeholder"), 3) if "placeholder" in d else 0 for d in self.text]

@@ -42,6 +42,8 @@ class InstanceWiseTemplate(TrainedTemplateMixin, MixedTemplate):
         self._remember_backbone(model)
         self.strategy = strategy
         self.position_limit = max_positions(model.config)
+        # T5: the prompt enters the encoder, while logits (and the mask's loss_ids) are the decoder's positions
+        self.encoder_decoder = bool(getattr(model.config, "is_encoder_decoder", False))
         task_prompt, generator, settings = build_input_prompt(
             self.raw_embedding, tokenizer, self.position_limit, strategy=strategy, prompt_length=prompt_length,
             task_prompt_length=task_prompt_length, token_source=token_source, table_dim=table_dim,
@@ -65,6 +67,7 @@ class InstanceWiseTemplate(TrainedTemplateMixin, MixedTemplate):
 
     # ---- OpenPrompt hooks -------------------------------------------------------------------
     def on_text_set(self):
+        self._remember_text()
         super().on_text_set()
         self.instance_token_ids = [1 if "placeholder" in d else 0 for d in self.text]
         if self.num_soft_token == 0:  # MixedTemplate always makes a 1-row table; nothing uses it here
@@ -98,4 +101,6 @@ class InstanceWiseTemplate(TrainedTemplateMixin, MixedTemplate):
         return prepend(batch, prompts, limit=self.position_limit)
 
     def post_processing_outputs(self, outputs):
+        if self.encoder_decoder:  # no prompt position in the decoder's outputs (as OpenPrompt's SoftTemplate)
+            return outputs
         return trim_outputs(outputs, self.n_prefix)

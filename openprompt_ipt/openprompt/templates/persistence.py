@@ -68,6 +68,13 @@ class TrainedTemplateMixin:
             raise ValueError('template text has no {"mask"}: a masked LM needs one, e.g. '
                              '\'{"placeholder":"text_a"} It was {"mask"}.\'')
 
+    def _remember_text(self) -> None:
+        """Called by ``on_text_set`` before OpenPrompt parses the text: ``save_pretrained`` writes the text in use, not
+        the constructor's (OpenPrompt's ``from_file`` and ``load_template`` with ``file_path`` set it afterwards)."""
+        # a parsed list (dicts, maybe lambdas) is not JSON: None makes from_pretrained ask for text= rather than reload
+        # another text silently
+        self.init_config["text"] = self.text if isinstance(self.text, str) else None
+
     def num_trainable_parameters(self) -> int:
         return sum(p.numel() for n, p in self.named_parameters() if p.requires_grad and not n.startswith("raw_embedding"))
 
