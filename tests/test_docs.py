@@ -123,3 +123,54 @@ def test_readme_transformers_block_runs_as_pasted(offline_minilm, tmp_path, monk
     assert sorted(os.listdir(tmp_path / "out" / "prompt")) == ["instance_prompt_config.json", "model.safetensors"]
     batch = scope["tokenizer"](["the movie was great"], return_tensors="pt")
     assert scope["model"](**batch).logits.shape == (1, 2)
+
+
+# ---- the guide pages' blocks, as a reader pastes them (each page's blocks in one fresh interpreter) ----
+
+def doc_blocks(page, heading, lang="python"):
+    """The ```lang blocks under the heading ``heading`` of docs/<page>, up to the next heading of its level or
+    above (a bash comment inside a code block is not a heading)."""
+    md = open(os.path.join(ROOT, "docs", page), encoding="utf-8").read()
+    level, first, last = None, None, None
+    for number, line in outside_fences(md):
+        m = re.match(r"^(#{1,6})\s+(.*?)\s*$", line)
+        if m and level is None and m.group(2) == heading:
+            level, first = len(m.group(1)), number
+        elif m and level is not None and len(m.group(1)) <= level:
+            last = number - 1
+            break
+    assert level is not None, f"docs/{page} lost its heading {heading!r}"
+    section = "\n".join(md.split("\n")[first:last])
+    blocks = re.findall(rf"^```{lang}\n(.*?)^```", section, re.S | re.M)
+    assert blocks, f"docs/{page}, {heading!r}: no {lang} block"
+    return blocks
+
+
+def run_as_pasted(page, code):
+    scope = {}
+    exec(compile(code, f"docs/{page}", "exec"), scope)
+    return scope
+
+
+def test_doc_blocks_finds_a_sections_blocks_and_skips_comment_lines_in_code(tmp_path, monkeypatch):
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "p.md").write_text("# P\n\n## A\n\n```python\n# not a heading\nx = 1\n```\n\n### A.1\n\n"
+                                            "```python\ny = 2\n```\n\n## B\n\n```python\nz = 3\n```\n")
+    monkeypatch.setitem(globals(), "ROOT", str(tmp_path))
+    assert doc_blocks("p.md", "A") == ["# not a heading\nx = 1\n", "y = 2\n"]
+    assert doc_blocks("p.md", "B") == ["z = 3\n"]
+
+
+def test_openprompt_page_blocks_run_as_pasted(offline_minilm, tmp_path, monkeypatch):
+    """docs/openprompt.md: load the backbone, then train both templates with a trainable head (the page's own
+    advice for MiniLM, whose MLM head is untrained)."""
+    from openprompt.prompts import SoftVerbalizer
+
+    monkeypatch.chdir(tmp_path)
+    load, train = doc_blocks("openprompt.md", "From your OpenPrompt code")
+    scope = run_as_pasted("openprompt.md", load)  # a fresh interpreter: the block imports what it uses
+    exec(compile(train, "docs/openprompt.md", "exec"), scope)
+    assert [type(t).__name__ for t in scope["templates"]] == ["InstanceWiseTemplate", "GeneratedPrefixTemplate"]
+    assert isinstance(scope["verbalizer"], SoftVerbalizer)
+    assert scope["predictions"].shape == (2,) and torch.isfinite(scope["loss"])
+    assert any(p in scope["optimizer"].state for p in scope["verbalizer"].parameters() if p.requires_grad)
