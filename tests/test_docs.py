@@ -174,3 +174,21 @@ def test_openprompt_page_blocks_run_as_pasted(offline_minilm, tmp_path, monkeypa
     assert isinstance(scope["verbalizer"], SoftVerbalizer)
     assert scope["predictions"].shape == (2,) and torch.isfinite(scope["loss"])
     assert any(p in scope["optimizer"].state for p in scope["verbalizer"].parameters() if p.requires_grad)
+
+
+def test_methods_page_blocks_run_as_pasted(offline_minilm, tmp_path, monkeypatch):
+    """docs/methods.md: each template block runs in a fresh interpreter on the offline MiniLM."""
+    from openprompt import PromptForClassification
+
+    monkeypatch.chdir(tmp_path)
+    (block,) = doc_blocks("methods.md", "Instance-wise prompts at the input: `InstanceWiseTemplate`")
+    scope = run_as_pasted("methods.md", block)
+    assert isinstance(scope["clf"], PromptForClassification)
+    assert sorted(os.listdir(tmp_path / "out")) == ["template.safetensors", "template_config.json"]
+    again = scope["InstanceWiseTemplate"].from_pretrained("out/", scope["model"], scope["tokenizer"])
+    assert again.num_trainable_parameters() == scope["template"].num_trainable_parameters() > 0
+
+    (block,) = doc_blocks("methods.md", "Prompts in every layer")
+    scope = run_as_pasted("methods.md", block)
+    assert type(scope["template"]).__name__ == "GeneratedPrefixTemplate"
+    assert scope["template"].num_trainable_parameters() > 0
