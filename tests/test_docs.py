@@ -192,3 +192,11 @@ def test_methods_page_blocks_run_as_pasted(offline_minilm, tmp_path, monkeypatch
     scope = run_as_pasted("methods.md", block)
     assert type(scope["template"]).__name__ == "GeneratedPrefixTemplate"
     assert scope["template"].num_trainable_parameters() > 0
+
+
+def test_prefix_and_idpg_transformers_door_block_runs_as_pasted(offline_minilm):
+    """docs/prefix_and_idpg.md, LPT through 🤗 Transformers: the model it builds classifies a batch."""
+    (block,) = doc_blocks("prefix_and_idpg.md", "🤗 Transformers door")
+    scope = run_as_pasted("prefix_and_idpg.md", block)
+    batch = scope["tokenizer"](["the movie was great", "bad"], return_tensors="pt", padding=True)
+    assert scope["model"](**batch).logits.shape == (2, 3)
