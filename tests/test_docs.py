@@ -200,3 +200,16 @@ def test_prefix_and_idpg_transformers_door_block_runs_as_pasted(offline_minilm):
     scope = run_as_pasted("prefix_and_idpg.md", block)
     batch = scope["tokenizer"](["the movie was great", "bad"], return_tensors="pt", padding=True)
     assert scope["model"](**batch).logits.shape == (2, 3)
+
+
+def test_transformers_page_first_block_runs_as_pasted(offline_minilm, tmp_path, monkeypatch):
+    """docs/transformers.md's opening block: trained by the stock Trainer (3 steps), saved, loaded both ways."""
+    from openprompt_ipt.hf import InstancePromptModel
+
+    monkeypatch.chdir(tmp_path)
+    (block,) = doc_blocks("transformers.md", "Instance-wise prompts from 🤗 Transformers (`openprompt_ipt.hf`)")
+    scope = run_as_pasted("transformers.md", block)
+    assert {"instance_prompt_config.json", "model.safetensors"} <= set(os.listdir(tmp_path / "out"))
+    assert isinstance(scope["model"], InstancePromptModel)
+    batch = scope["tokenizer"](["the movie was great"], return_tensors="pt")
+    assert scope["model"](**batch).logits.shape == (1, scope["k"])
