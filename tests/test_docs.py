@@ -7,6 +7,7 @@ import re
 
 import pytest
 import torch
+from test_predict_and_runs import load_script, tiny_model_dir  # noqa: F401
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 README = os.path.join(ROOT, "README.md")
@@ -213,3 +214,38 @@ def test_transformers_page_first_block_runs_as_pasted(offline_minilm, tmp_path, 
     assert isinstance(scope["model"], InstancePromptModel)
     batch = scope["tokenizer"](["the movie was great"], return_tensors="pt")
     assert scope["model"](**batch).logits.shape == (1, scope["k"])
+
+
+def test_interpretability_page_commands_and_block_run_as_written(tiny_model_dir, tmp_path, monkeypatch,  # noqa: F811
+                                                                 capsys):
+    """docs/interpretability.md: the bash block's commands as written, from a folder whose
+    yamls/cb_random_ipt.yaml is a tiny BERT on tiny CB (the one substitution: rows.jsonl is written from that
+    data instead of `head`-ed from the data root), then the Python block on the same run."""
+    import json
+    import shlex
+
+    from test_predict_run_dirs import tiny_yaml
+    from test_training import write_cb
+
+    (commands,) = doc_blocks("interpretability.md", "Interpretability: nearest vocabulary tokens of the prompts "
+                                                    "(IPT §5.4)", "bash")
+    run, head, nearest = [shlex.split(line.split("#")[0]) for line in commands.strip().splitlines()]
+    assert [run[1], head[0], nearest[1]] == ["experiments/run.py", "head", "experiments/nearest_tokens.py"]
+    monkeypatch.chdir(tmp_path)
+    data = write_cb(tmp_path / "CB")
+    tiny_yaml(run[run.index("--config") + 1], tiny_model_dir, data)
+    with open(head[head.index(">") + 1], "w") as f:
+        f.writelines(open(os.path.join(data, "val.jsonl")).readlines()[:int(head[1].lstrip("-"))])
+
+    assert load_script("run").main(run[2:]) == 0
+    capsys.readouterr()
+    assert load_script("nearest_tokens").main(nearest[2:]) == 0
+    assert capsys.readouterr().out.count("## Example ") == 3
+
+    (block,) = doc_blocks("interpretability.md", "Interpretability: nearest vocabulary tokens of the prompts "
+                                                 "(IPT §5.4)")
+    scope = run_as_pasted("interpretability.md", block)
+    prompts = scope["report"]["examples"][0]["prompts"]
+    assert prompts and all(len(p["tokens"]) == 5 for p in prompts)  # top_k=5 for each prompt vector
+    assert "## Example 3" in capsys.readouterr().out
+    assert json.dumps(scope["report"])  # JSON-ready, as the page says
