@@ -4,6 +4,7 @@ anchors included (GitHub's heading anchors)."""
 import glob
 import os
 import re
+import shlex
 
 import pytest
 import torch
@@ -222,7 +223,6 @@ def test_interpretability_page_commands_and_block_run_as_written(tiny_model_dir,
     yamls/cb_random_ipt.yaml is a tiny BERT on tiny CB (the one substitution: rows.jsonl is written from that
     data instead of `head`-ed from the data root), then the Python block on the same run."""
     import json
-    import shlex
 
     from test_predict_run_dirs import tiny_yaml
     from test_training import write_cb
@@ -249,3 +249,75 @@ def test_interpretability_page_commands_and_block_run_as_written(tiny_model_dir,
     assert prompts and all(len(p["tokens"]) == 5 for p in prompts)  # top_k=5 for each prompt vector
     assert "## Example 3" in capsys.readouterr().out
     assert json.dumps(scope["report"])  # JSON-ready, as the page says
+
+
+class _Parsed(Exception):
+    """Raised by a script's argument parser once it has accepted a command line, before anything runs."""
+
+
+def documented_commands():
+    """(page, script, argv) of every `python experiments/X.py ...` / `python benchmarks/X.py ...` line of the
+    guide pages' bash blocks (continuation lines joined, comments dropped); lines with a placeholder
+    (`<...>`, a shell variable) are a reader's to fill in and are left out."""
+    for page in sorted(glob.glob(os.path.join(ROOT, "docs", "*.md"))):
+        for block in re.findall(r"^ *```bash\n(.*?)^ *```", open(page, encoding="utf-8").read(), re.S | re.M):
+            for line in re.sub(r"\\\n\s*", " ", block).splitlines():
+                m = re.search(r"(?:^|\s)python3? ((?:experiments|benchmarks)/\w+\.py)(.*)$", line.split(" #")[0])
+                if m and not re.search(r"[<$]", m.group(2)):
+                    yield os.path.basename(page), m.group(1), shlex.split(m.group(2))
+
+
+def parsed_documented_commands(monkeypatch):
+    """[(page, script, argv, parsed arguments or the SystemExit code)]: each documented command line through its
+    script's own parser, stopped right after parsing."""
+    import argparse
+
+    parse = argparse.ArgumentParser.parse_args
+
+    def parse_then_stop(self, args=None, namespace=None):
+        raise _Parsed(parse(self, args, namespace))
+
+    monkeypatch.setattr(argparse.ArgumentParser, "parse_args", parse_then_stop)
+    monkeypatch.chdir(ROOT)
+    parsed = []
+    for page, script, argv in documented_commands():
+        try:
+            _load(script).main(argv)
+            outcome = "ran without parsing"
+        except _Parsed as stopped:
+            outcome = vars(stopped.args[0])
+        except SystemExit as e:
+            outcome = f"exit {e.code}"
+        parsed.append((page, script, argv, outcome))
+    monkeypatch.undo()
+    return parsed
+
+
+def test_every_documented_command_line_is_accepted_by_its_script(monkeypatch):
+    """Each command of the guide pages' bash blocks parses with its script's own parser as written (no
+    synopsis brackets, no renamed flag), its --config exists and run.py's --set keys are real config keys."""
+    from openprompt_ipt.runner.config import load_config
+
+    commands, bad = parsed_documented_commands(monkeypatch), []
+    for page, script, argv, args in commands:
+        where = f"{page}: {script} {' '.join(argv)}"
+        if not isinstance(args, dict):
+            bad.append(f"{where} ({args})")
+        elif args.get("config") and not os.path.exists(os.path.join(ROOT, args["config"])):
+            bad.append(f"{where} (no such --config)")
+        elif script == "experiments/run.py":
+            try:
+                load_config(os.path.join(ROOT, args["config"]), args["overrides"])
+            except (KeyError, ValueError) as e:
+                bad.append(f"{where} (--set: {e})")
+    assert len(commands) >= 25
+    assert bad == []
+
+
+def _load(script):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("doc_" + script.replace("/", "_")[:-3], os.path.join(ROOT, script))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
