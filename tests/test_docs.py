@@ -314,6 +314,49 @@ def test_every_documented_command_line_is_accepted_by_its_script(monkeypatch):
     assert bad == []
 
 
+def export_written(script, args):
+    """The export folder a documented pretraining command writes (its --output-dir, else the default)."""
+    from openprompt_ipt.pretraining import config, ppt
+
+    config_file = os.path.join(ROOT, args["config"])
+    if script.endswith("pretrain_categories.py"):
+        return args["output_dir"] or config.default_output_dir(config.load_pretrain_config(config_file, args["overrides"]))
+    cfg = ppt.load_ppt_config(config_file, args["overrides"])
+    return args["output_dir"] or ppt.default_output_dir(cfg, ppt.experiment_config(cfg))
+
+
+def exports_read(cfg):
+    """The exports/<folder> names a run config reads (a pretrained table, an encoder body, a PPT prompt)."""
+    if isinstance(cfg, dict):
+        return {e for v in cfg.values() for e in exports_read(v)}
+    if isinstance(cfg, str) and cfg.startswith("exports/"):
+        return {"/".join(cfg.split("/")[:2])}
+    return set()
+
+
+def test_a_documented_run_that_reads_an_export_follows_the_command_that_makes_it(monkeypatch):
+    """A reader who pastes a page's commands in order never meets 'export not found': every export a run
+    reads was written by a pretraining command earlier on the same page."""
+    from openprompt_ipt.runner.config import load_config
+
+    made, missing = {}, []
+    for page, script, argv, args in parsed_documented_commands(monkeypatch):
+        if "pretrain_" in script:
+            made.setdefault(page, set()).add(export_written(script, args))
+        elif script == "experiments/run.py":
+            cfg = load_config(os.path.join(ROOT, args["config"]), args["overrides"])
+            missing += [f"{page}: {' '.join(argv)} reads {e}" for e in exports_read(cfg) - made.get(page, set())]
+    assert made and missing == []
+
+
+def test_documented_aggregate_commands_write_outside_the_projects_docs(monkeypatch):
+    """docs/ holds the project's measured tables (docs/prompt_length/results.md, ...): a reader's own tables
+    go to a folder of their own, not over or beside those."""
+    outs = [args["out"] for _, script, _, args in parsed_documented_commands(monkeypatch)
+            if script == "experiments/aggregate.py"]
+    assert outs and [o for o in outs if os.path.normpath(o).split(os.sep)[0] == "docs"] == []
+
+
 def _load(script):
     import importlib.util
 
