@@ -251,6 +251,32 @@ def test_interpretability_page_commands_and_block_run_as_written(tiny_model_dir,
     assert json.dumps(scope["report"])  # JSON-ready, as the page says
 
 
+def test_data_page_custom_dataset_yamls_run_as_written(tiny_model_dir, tmp_path, monkeypatch, capsys):  # noqa: F811
+    """docs/data.md's two own-data YAMLs (a text pair, a regression pair), saved as written and trained one epoch on
+    files in the columns they name (the one substitution: --set plm.model_path=<a tiny BERT> for the MiniLM)."""
+    import csv
+    import json
+
+    monkeypatch.chdir(tmp_path)
+    pair, = doc_blocks("data.md", "Your own data: `text_classification` / `text_pair`", "yaml")
+    regression = doc_blocks("data.md", "GLUE pair tasks (QNLI, MRPC, STS-B, QQP) and regression", "yaml")[-1]
+    os.makedirs("data/my_nli")
+    os.makedirs("data/my_similarity")
+    for split, n in (("train", 12), ("test", 6)):
+        with open(f"data/my_nli/{split}.jsonl", "w") as f:
+            f.writelines(json.dumps({"premise": f"the cat sat {i}", "hypothesis": "a cat sat",
+                                     "gold": ["entailment", "contradiction"][i % 2]}) + "\n" for i in range(n))
+        with open(f"data/my_similarity/{split}.csv", "w", newline="") as f:
+            csv.writer(f).writerows([["a", "b", "similarity"]] + [[f"the cat sat {i}", "a cat sat", i % 5 + 0.5]
+                                                                  for i in range(n)])
+    for name, text in (("pair", pair), ("regression", regression)):
+        (tmp_path / f"{name}.yaml").write_text(text)
+        argv = ["--config", f"{name}.yaml", "--quiet", "--set", f"plm.model_path={tiny_model_dir}",
+                "--set", "train.epochs=1", "--set", "train.batch_size=4"]
+        assert load_script("run").main(argv) == 0, capsys.readouterr().err
+        assert os.path.isfile(f"runs/{name}/seed42/metrics.json")
+
+
 class _Parsed(Exception):
     """Raised by a script's argument parser once it has accepted a command line, before anything runs."""
 
