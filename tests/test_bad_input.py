@@ -142,6 +142,25 @@ def test_a_text_b_placeholder_on_a_one_text_dataset_is_refused_when_the_config_i
                             f"instance_wise.text, {fix}")
 
 
+def test_template_file_path_in_our_schema_is_read_into_the_text(tmp_path):
+    """``instance_wise.file_path`` passed the key check, then crashed in OpenPrompt (AttributeError: choice) once
+    the data had loaded. Now it is read when the config is, beside the YAML, as the OpenPrompt schema does."""
+    from helpers import config_file
+
+    from openprompt_ipt.runner.config import load_config
+
+    (tmp_path / "t.txt").write_text('{"placeholder":"text_b"} ? {"mask"} {"placeholder":"text_a"}\n' + PAIR_TEXT + "\n")
+    cfg = load_config(config_file(tmp_path, "dataset: {name: cb}\ninstance_wise: {file_path: t.txt, choice: 1}\n"))
+    assert cfg["instance_wise"]["text"] == PAIR_TEXT and "file_path" not in cfg["instance_wise"]
+    cfg = load_config(config_file(tmp_path, "dataset: {name: cb}\ninstance_wise: {file_path: t.txt}\n"))
+    assert cfg["instance_wise"]["text"].startswith('{"placeholder":"text_b"}')  # choice 0, as OpenPrompt
+    for section, error in (("{file_path: t.txt, choice: 5}", "instance_wise.choice: 5 names no template line"),
+                           ("{file_path: nope.txt}", "instance_wise.file_path: file 'nope.txt' not found"),
+                           (f"{{file_path: t.txt, text: '{PAIR_TEXT}'}}", "give text or file_path, not both")):
+        with pytest.raises(ValueError, match=error):
+            load_config(config_file(tmp_path, f"dataset: {{name: cb}}\ninstance_wise: {section}\n"))
+
+
 def test_a_pair_dataset_whose_template_never_uses_text_b_gets_one_warning(tmp_path):
     import warnings
 

@@ -237,8 +237,9 @@ def load_config(path: str, overrides: Iterable[str] = (), notes: List[str] | Non
     from ..data.custom import normalise
 
     normalise(config)
-    from .template_text import check_template_text
+    from .template_text import check_template_text, read_template_file
 
+    read_template_file(config, os.path.dirname(os.path.abspath(path)))
     check_template_text(config)  # a text_b placeholder on a one-text dataset; a pair's text_b never used
     from .backbones import check_model_name  # a local checkpoint's config.json is read here; a hub one at load
 
