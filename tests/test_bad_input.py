@@ -161,6 +161,30 @@ def test_template_file_path_in_our_schema_is_read_into_the_text(tmp_path):
             load_config(config_file(tmp_path, f"dataset: {{name: cb}}\ninstance_wise: {section}\n"))
 
 
+def test_verbalizer_file_path_in_our_schema_is_read_into_label_words(tmp_path):
+    """The same for ``soft_verbalizer.file_path``: a line per class in the task's label order, or a {label: words}
+    JSON file, which on own data without dataset.labels defines the labels (as label_words given as a dict does)."""
+    import json
+
+    from helpers import config_file
+
+    from openprompt_ipt.runner.config import load_config
+
+    (tmp_path / "words.txt").write_text("yes\nno\nmaybe\n")
+    cfg = load_config(config_file(tmp_path, f"dataset: {{name: cb}}\ninstance_wise: {{text: '{PAIR_TEXT}'}}\n"
+                                            "soft_verbalizer: {file_path: words.txt}\n"))
+    assert cfg["soft_verbalizer"]["label_words"] == [["yes"], ["no"], ["maybe"]]
+    assert "file_path" not in cfg["soft_verbalizer"]
+    (tmp_path / "words.json").write_text(json.dumps({"pos": ["great"], "neg": "bad"}))
+    cfg = load_config(config_file(tmp_path, f"dataset: {{name: text_classification, path: {tmp_path}}}\n"
+                                            "instance_wise: {text: '{\"placeholder\":\"text_a\"} {\"mask\"}'}\n"
+                                            "soft_verbalizer: {file_path: words.json}\n"))
+    assert cfg["dataset"]["labels"] == ["pos", "neg"] and cfg["soft_verbalizer"]["label_words"] == [["great"], ["bad"]]
+    with pytest.raises(ValueError, match="give label_words or file_path, not both"):
+        load_config(config_file(tmp_path, "dataset: {name: cb}\nsoft_verbalizer: {file_path: words.txt, "
+                                          "label_words: [[a], [b], [c]]}\n"))
+
+
 def test_a_pair_dataset_whose_template_never_uses_text_b_gets_one_warning(tmp_path):
     import warnings
 

@@ -43,22 +43,6 @@ def second_text(ds: Dict) -> Optional[str]:
     return None
 
 
-def read_template_file(config: Dict, base_dir: str) -> None:
-    """``<template>.file_path`` (+ ``choice``, OpenPrompt's keys) becomes ``<template>.text`` when the config is read,
-    as for OpenPrompt's schema: the template itself never saw a file (AttributeError 'choice' without one)."""
-    from .openprompt_schema import read_template_text
-
-    template = config["template"]
-    section = config.get(template) or {}
-    if section.get("file_path") is not None:
-        if section.get("text") is not None:
-            raise ValueError(f"{template}: give text or file_path, not both")
-        section["text"] = read_template_text(section["file_path"], section.get("choice"), base_dir,
-                                             f"{template}.file_path")
-    for key in ("file_path", "choice"):
-        section.pop(key, None)
-
-
 def check_template_text(config: Dict) -> None:
     template = config["template"]
     text = (config.get(template) or {}).get("text")
