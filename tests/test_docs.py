@@ -346,7 +346,8 @@ def export_written(script, args):
 
     config_file = os.path.join(ROOT, args["config"])
     if script.endswith("pretrain_categories.py"):
-        return args["output_dir"] or config.default_output_dir(config.load_pretrain_config(config_file, args["overrides"]))
+        cfg = config.load_pretrain_config(config_file, args["overrides"])
+        return args["output_dir"] or config.default_output_dir(cfg)
     cfg = ppt.load_ppt_config(config_file, args["overrides"])
     return args["output_dir"] or ppt.default_output_dir(cfg, ppt.experiment_config(cfg))
 
