@@ -142,6 +142,49 @@ def test_a_text_b_placeholder_on_a_one_text_dataset_is_refused_when_the_config_i
                             f"instance_wise.text, {fix}")
 
 
+def test_template_file_path_in_our_schema_is_read_into_the_text(tmp_path):
+    """``instance_wise.file_path`` passed the key check, then crashed in OpenPrompt (AttributeError: choice) once
+    the data had loaded. Now it is read when the config is, beside the YAML, as the OpenPrompt schema does."""
+    from helpers import config_file
+
+    from openprompt_ipt.runner.config import load_config
+
+    (tmp_path / "t.txt").write_text('{"placeholder":"text_b"} ? {"mask"} {"placeholder":"text_a"}\n' + PAIR_TEXT + "\n")
+    cfg = load_config(config_file(tmp_path, "dataset: {name: cb}\ninstance_wise: {file_path: t.txt, choice: 1}\n"))
+    assert cfg["instance_wise"]["text"] == PAIR_TEXT and "file_path" not in cfg["instance_wise"]
+    cfg = load_config(config_file(tmp_path, "dataset: {name: cb}\ninstance_wise: {file_path: t.txt}\n"))
+    assert cfg["instance_wise"]["text"].startswith('{"placeholder":"text_b"}')  # choice 0, as OpenPrompt
+    for section, error in (("{file_path: t.txt, choice: 5}", "instance_wise.choice: 5 names no template line"),
+                           ("{file_path: nope.txt}", "instance_wise.file_path: file 'nope.txt' not found"),
+                           (f"{{file_path: t.txt, text: '{PAIR_TEXT}'}}", "give text or file_path, not both")):
+        with pytest.raises(ValueError, match=error):
+            load_config(config_file(tmp_path, f"dataset: {{name: cb}}\ninstance_wise: {section}\n"))
+
+
+def test_verbalizer_file_path_in_our_schema_is_read_into_label_words(tmp_path):
+    """The same for ``soft_verbalizer.file_path``: a line per class in the task's label order, or a {label: words}
+    JSON file, which on own data without dataset.labels defines the labels (as label_words given as a dict does)."""
+    import json
+
+    from helpers import config_file
+
+    from openprompt_ipt.runner.config import load_config
+
+    (tmp_path / "words.txt").write_text("yes\nno\nmaybe\n")
+    cfg = load_config(config_file(tmp_path, f"dataset: {{name: cb}}\ninstance_wise: {{text: '{PAIR_TEXT}'}}\n"
+                                            "soft_verbalizer: {file_path: words.txt}\n"))
+    assert cfg["soft_verbalizer"]["label_words"] == [["yes"], ["no"], ["maybe"]]
+    assert "file_path" not in cfg["soft_verbalizer"]
+    (tmp_path / "words.json").write_text(json.dumps({"pos": ["great"], "neg": "bad"}))
+    cfg = load_config(config_file(tmp_path, f"dataset: {{name: text_classification, path: {tmp_path}}}\n"
+                                            "instance_wise: {text: '{\"placeholder\":\"text_a\"} {\"mask\"}'}\n"
+                                            "soft_verbalizer: {file_path: words.json}\n"))
+    assert cfg["dataset"]["labels"] == ["pos", "neg"] and cfg["soft_verbalizer"]["label_words"] == [["great"], ["bad"]]
+    with pytest.raises(ValueError, match="give label_words or file_path, not both"):
+        load_config(config_file(tmp_path, "dataset: {name: cb}\nsoft_verbalizer: {file_path: words.txt, "
+                                          "label_words: [[a], [b], [c]]}\n"))
+
+
 def test_a_pair_dataset_whose_template_never_uses_text_b_gets_one_warning(tmp_path):
     import warnings
 

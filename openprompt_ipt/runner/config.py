@@ -235,10 +235,12 @@ def load_config(path: str, overrides: Iterable[str] = (), notes: List[str] | Non
     _check_class_section(config, "template", template_name)
     _check_class_section(config, "verbalizer", verbalizer_name)
     from ..data.custom import normalise
-
-    normalise(config)
+    from .prompt_files import read_template_file, read_verbalizer_file
     from .template_text import check_template_text
 
+    read_verbalizer_file(config, os.path.dirname(os.path.abspath(path)))  # before normalise: {label: words} files
+    normalise(config)
+    read_template_file(config, os.path.dirname(os.path.abspath(path)))
     check_template_text(config)  # a text_b placeholder on a one-text dataset; a pair's text_b never used
     from .backbones import check_model_name  # a local checkpoint's config.json is read here; a hub one at load
 

@@ -83,9 +83,10 @@ def read_template_text(path: str, choice: Optional[int], base_dir: str, key: str
     return lines[choice].rstrip()
 
 
-def read_label_words(path: str, choice: Optional[int], base_dir: str, key: str, labels) -> List[List[str]]:
+def read_label_words(path: str, choice: Optional[int], base_dir: str, key: str, labels):
     """Label words from a verbalizer file, parsed by OpenPrompt's own ``Verbalizer.from_file``
-    (txt/csv: a line per class, words split by commas; json/jsonl: a list or a {label: words} dict)."""
+    (txt/csv: a line per class, words split by commas; json/jsonl: a list or a {label: words} dict).
+    ``labels`` None (own data without dataset.labels): a {label: words} file stays a dict, defining the labels."""
     from openprompt.prompt_base import Verbalizer
 
     holder = SimpleNamespace(num_classes=None)
@@ -95,6 +96,8 @@ def read_label_words(path: str, choice: Optional[int], base_dir: str, key: str, 
     except RuntimeError as e:  # "choice N exceed the number of verbalizers"
         raise OpenPromptKeyError(f"{key.rsplit('.', 1)[0]}.choice: {e}") from e
     words = getattr(holder, "label_words", None)
+    if isinstance(words, dict) and labels is None:
+        return {str(lab): [w] if isinstance(w, str) else list(w) for lab, w in words.items()}
     if isinstance(words, dict):  # {label name: words}: put them in the task's label order
         missing = [lab for lab in labels if lab not in words]
         if missing:
