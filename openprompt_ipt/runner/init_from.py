@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 from typing import Dict, List, Optional, Sequence
 
-from ..openprompt.templates.persistence import check_saved_with
 from ..serialization import load_trainable, read_json
 from .config import flat_keys
 
@@ -82,7 +81,8 @@ def init_from_run(model, cfg: Dict, labels: Sequence[str], log=print) -> Dict:
     check_backbone_shape(model, source_metrics, run_dir)
     weights = os.path.join(run_dir, "template", "template.safetensors")
     try:
-        check_saved_with(os.path.dirname(weights), model.template, model.plm)
+        if hasattr(model.template, "check_saved_with"):  # our templates (openprompt/templates/persistence.py)
+            model.template.check_saved_with(os.path.dirname(weights), model.plm)
         load_trainable(model.template, weights)
     except ValueError as e:
         raise ValueError(f"init_from '{run_dir}': {e}") from None

@@ -90,6 +90,11 @@ class TrainedTemplateMixin:
                               "fingerprint": tokenizer_fingerprint(tokenizer)},
                 "backbone": self.__dict__.get("_backbone", {}), "exported_tables": exported_tables(self)}
 
+    def check_saved_with(self, directory: str, model) -> None:
+        """``check_saved_with`` for this template: a method, so the runner (``init_from``) asks the template it
+        built without importing this door."""
+        check_saved_with(directory, self, model)
+
     def save_pretrained(self, directory: str) -> None:
         save_trainable(self, directory, WEIGHTS_FILE, CONFIG_FILE, {**self.init_config, SAVED_WITH: self.saved_with()},
                        skip=("raw_embedding",))
