@@ -128,6 +128,7 @@ def test_gradient_accumulation_equals_the_whole_batch(tiny_dir, tmp_path, micro,
     whole, whole_losses, whole_epoch = _trained(lambda: _bert(tiny_dir), 2 * micro, 1, n, tmp_path / "whole")
     accum, accum_losses, accum_epoch = _trained(lambda: _bert(tiny_dir), micro, 2, n, tmp_path / "accum")
     assert len(accum_losses) == len(whole_losses) == -(-n // (2 * micro))  # optimizer steps, not micro-batches
-    assert accum_losses == pytest.approx(whole_losses, abs=1e-6) and accum_epoch == pytest.approx(whole_epoch, abs=1e-6)
+    assert accum_losses == pytest.approx(whole_losses, abs=1e-6)
+    assert accum_epoch == pytest.approx(whole_epoch, abs=1e-6)
     for name, value in whole.items():
         assert torch.allclose(accum[name], value, atol=1e-6), name

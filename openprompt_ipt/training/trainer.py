@@ -26,7 +26,8 @@ from .checkpoint import Progress, checkpoint_root, latest_checkpoint, load_check
 from .distributed import Runtime, mark_sparse, resolve_device
 from .logs import RunLogger
 from .metrics import METRICS, answer_metrics, binary_metrics, classification_metrics, regression_metrics
-from .optim import build_optimizers, check_optimizer_settings, clip_grad_norm, linear_warmup, resolve_warmup, split_counts
+from .optim import (build_optimizers, check_optimizer_settings, clip_grad_norm, grad_norm, linear_warmup, resolve_warmup,
+                    split_counts)
 from .row_sparse_adam import RowSparseAdam
 
 FROZEN_PREFIXES = ("prompt_model.plm.", "prompt_model.template.raw_embedding.")
@@ -247,15 +248,7 @@ class Trainer:
                                                      f"(epoch {epoch}, batch {i})") for i, b in window)
                     window = []
                     rt.all_reduce_gradients(params)
-                    if scaler is not None:
-                        for opt in optimizers:
-                            scaler.unscale_(opt)
-                    if cfg.max_grad_norm:  # one norm over dense and sparse (vocab table) gradients
-                        clip_grad_norm(params, cfg.max_grad_norm)
-                    for opt in optimizers:
-                        scaler.step(opt) if scaler is not None else opt.step()
-                    if scaler is not None:
-                        scaler.update()
+                    self._step(optimizers, params, scaler)
                     lr = optimizers[0].param_groups[0]["lr"]  # the rate this step used
                     for sched in schedulers:
                         sched.step()
@@ -295,6 +288,24 @@ class Trainer:
                          best_epoch=max(cfg.history, key=lambda r: (r[f"dev_{cfg.metric}"], -r["epoch"]))["epoch"])
         self.load_state(self.best_state)
         return self.best_metrics
+
+    def _step(self, optimizers, params, scaler) -> None:
+        """Clip (one norm over dense and sparse vocab-table gradients) and step every optimizer. Under fp16 an
+        overflow anywhere skips *every* optimizer's step, as with one optimizer: the scaler decides per optimizer,
+        and RowSparseAdam would otherwise step on alone (on gradients an inf norm clipped to zero: momentum only)."""
+        if scaler is not None:
+            for opt in optimizers:
+                scaler.unscale_(opt)
+        norm = None
+        if self.config.max_grad_norm:
+            norm = clip_grad_norm(params, self.config.max_grad_norm)
+        elif scaler is not None:
+            norm = grad_norm(params)
+        if scaler is None or bool(torch.isfinite(norm)):
+            for opt in optimizers:
+                scaler.step(opt) if scaler is not None else opt.step()
+        if scaler is not None:
+            scaler.update()  # the unscale_ calls recorded the overflow: the scale backs off
 
     def _backward(self, batch: Dict, n_window: int, regression: bool, scaler, where: str) -> float:
         """Backward of this process's slice of ``batch``: its loss summed over the slice / ``n_window`` (the
