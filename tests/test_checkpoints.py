@@ -59,16 +59,18 @@ def _bert_factory(tiny_dir):
 
 
 @pytest.mark.parametrize("kill_after", [7, 4])  # mid-epoch 2 (after a step checkpoint) / right after epoch 1
-def test_killed_run_resumes_to_identical_result(tiny_dir, tmp_path, kill_after):
+@pytest.mark.parametrize("accumulation", [1, 2])  # 2: two batches a step, the epoch's last window 3 + 1 examples
+def test_killed_run_resumes_to_identical_result(tiny_dir, tmp_path, kill_after, accumulation):
     make = _bert_factory(tiny_dir)
-    full, full_best = tiny_run(make, tmp_path / "full", checkpoint_every=2)
+    every = dict(checkpoint_every=2 // accumulation, gradient_accumulation_steps=accumulation)  # after batch 2
+    full, full_best = tiny_run(make, tmp_path / "full", **every)
     with pytest.raises(Killed):
-        tiny_run(make, tmp_path / "killed", kill_after=kill_after, checkpoint_every=2)
+        tiny_run(make, tmp_path / "killed", kill_after=kill_after, **every)
     ckpt = latest_checkpoint(str(tmp_path / "killed"))
     assert ckpt is not None
     progress = load_checkpoint(ckpt)["state"]["progress"]
     assert (progress["epoch"], progress["batches_done"]) == ((2, 2) if kill_after == 7 else (2, 0))
-    resumed, resumed_best = tiny_run(make, tmp_path / "killed", resume=ckpt, checkpoint_every=2)
+    resumed, resumed_best = tiny_run(make, tmp_path / "killed", resume=ckpt, **every)
     assert resumed_best == full_best
     assert resumed.config.history == full.config.history
     a, b = full.trainable_state(), resumed.trainable_state()

@@ -69,3 +69,48 @@ def test_weight_decay_is_decoupled_and_reaches_only_the_touched_rows():
 def test_bad_weight_decay_is_one_clear_error():
     with pytest.raises(ValueError, match="weight_decay must be a number >= 0"):
         RowSparseAdam(nn.Embedding(3, 2, sparse=True).parameters(), weight_decay=-1.0)
+
+
+def _pair(eps):
+    """The same 6x3 table twice: sparse with RowSparseAdam, dense with torch.optim.AdamW (weight decay 0: a row
+    never touched stays put under both)."""
+    torch.manual_seed(0)
+    start = torch.randn(6, 3)
+    sparse, dense = nn.Embedding(6, 3, sparse=True), nn.Embedding(6, 3)
+    with torch.no_grad():
+        sparse.weight.copy_(start)
+        dense.weight.copy_(start)
+    kw = dict(lr=1e-2, betas=(0.9, 0.98), eps=eps, weight_decay=0.0)
+    return start, sparse, dense, RowSparseAdam(sparse.parameters(), **kw), torch.optim.AdamW(dense.parameters(), **kw)
+
+
+@pytest.mark.parametrize("eps, scale", [(1e-8, 1.0), (1e-8, 1e-4), (1e-6, 1e-3)])  # IDPG's eps, small gradients
+def test_rows_touched_every_step_from_their_first_take_adamws_steps(eps, scale):
+    """Rows 0-1 are looked up every step, row 2 from step 4 on: both move as under dense AdamW (its eps placement and
+    its bias corrections by the table's step count), to float noise; rows 3-5 never move."""
+    start, sparse, dense, opt_s, opt_d = _pair(eps)
+    g = torch.Generator().manual_seed(1)
+    for step in range(12):
+        rows = torch.tensor([0, 1, 1] + ([2] if step >= 3 else []))
+        w = torch.randn(len(rows), 3, generator=g) * scale
+        for table, opt in ((sparse, opt_s), (dense, opt_d)):
+            (table(rows) * w).sum().backward()
+            opt.step()
+            opt.zero_grad()
+    moved = (dense.weight[:3] - start[:3]).abs().max()
+    assert (sparse.weight[:3] - dense.weight[:3]).abs().max() <= 1e-5 * moved
+    assert torch.equal(sparse.weight[3:], start[3:]) and torch.equal(dense.weight[3:], start[3:])
+
+
+def test_a_row_left_out_of_a_step_keeps_its_value_where_adamw_moves_it_on_its_momentum():
+    """The lazy part (docs/training.md): after its last lookup a row stops; dense AdamW keeps moving it."""
+    start, sparse, dense, opt_s, opt_d = _pair(1e-8)
+    for step in range(4):
+        rows = torch.tensor([0, 1] if step == 0 else [0])
+        for table, opt in ((sparse, opt_s), (dense, opt_d)):
+            table(rows).sum().backward()
+            opt.step()
+            opt.zero_grad()
+    after_one = start[1] - 1e-2  # AdamW's first step: lr * sign(g)
+    assert torch.allclose(sparse.weight[1], after_one, atol=1e-6)
+    assert (dense.weight[1] < after_one - 1e-3).all()  # three more steps on the momentum of step 1

@@ -94,3 +94,41 @@ def test_single_sentence_examples_encode(bert, tmp_path, template):
     feats = encode_examples(exs, tpl, MLMTokenizerWrapper(max_seq_length=32, tokenizer=tok))
     assert feats[0]["input_ids"].numel() > 4 and int((feats[0]["loss_ids"] == 1).sum()) == 1
     assert exs[0].text_b is None  # the example itself is unchanged
+
+
+def _trained(bert_factory, batch_size, accumulation, n=10, tmp=None):
+    """A fresh tiny Random IPT model (sparse vocab table, as the runner trains it) after one epoch on ``n``
+    examples in order; returns its trained parameters and the log's per-step losses and epoch loss."""
+    from openprompt.plms.mlm import MLMTokenizerWrapper
+
+    from openprompt_ipt.generators import use_sparse_rows
+    from openprompt_ipt.training.logs import read_log
+
+    torch.manual_seed(0)
+    model, tok = bert_factory()
+    torch.manual_seed(1)
+    pm = build(model, tok, strategy="random", prompt_length=2)
+    use_sparse_rows(pm.template)
+    feats = encode_examples(examples(n), pm.template, MLMTokenizerWrapper(max_seq_length=64, tokenizer=tok))
+    cfg = TrainConfig(epochs=1, lr_prompt=1e-2, lr_head=1e-2, warmup_ratio=0.0, max_grad_norm=0.5, show_progress=False,
+                      device="cpu", checkpoint_every=-1, gradient_accumulation_steps=accumulation)
+    Trainer(pm, cfg, output_dir=str(tmp)).fit(make_loader(feats, batch_size, tok.pad_token_id),
+                                              make_loader(feats[:4], 4, tok.pad_token_id))
+    log = read_log(str(tmp / "log.csv"))
+    losses = [float(r["value"]) for r in log if r["name"] == "train/loss"]
+    return {k: p.detach().clone() for k, p in pm.named_parameters() if p.requires_grad}, losses, cfg.history[0]["train_loss"]
+
+
+@pytest.mark.parametrize("micro, n", [(3, 10), (2, 10)])  # 3+3 | 3+1 ; 2+2 | 2+2 | 2 (a one-batch last window)
+def test_gradient_accumulation_equals_the_whole_batch(tiny_dir, tmp_path, micro, n):
+    """k micro-batches of b train (and log) as one batch of k*b, also when the last batch is short or the epoch's
+    last window has fewer than k batches: each loss is summed and divided by the window's examples."""
+    from conftest import _bert
+
+    whole, whole_losses, whole_epoch = _trained(lambda: _bert(tiny_dir), 2 * micro, 1, n, tmp_path / "whole")
+    accum, accum_losses, accum_epoch = _trained(lambda: _bert(tiny_dir), micro, 2, n, tmp_path / "accum")
+    assert len(accum_losses) == len(whole_losses) == -(-n // (2 * micro))  # optimizer steps, not micro-batches
+    assert accum_losses == pytest.approx(whole_losses, abs=1e-6)
+    assert accum_epoch == pytest.approx(whole_epoch, abs=1e-6)
+    for name, value in whole.items():
+        assert torch.allclose(accum[name], value, atol=1e-6), name

@@ -45,6 +45,16 @@ def test_lr_plm_with_a_frozen_plm_is_a_note_not_an_error(tmp_path):
     assert swept and swept[0].startswith("sweep train.lr_plm = [1e-05, 2e-05] is not used: plm.freeze is true")
 
 
+def test_a_head_rate_for_the_manual_verbalizer_is_a_note(tmp_path):
+    """manual_verbalizer has no parameters (the MLM head is the PLM's): train.lr_head reaches no optimizer group."""
+    manual = BASE.replace("soft_verbalizer:", "verbalizer: manual_verbalizer\nmanual_verbalizer:")
+    assert unused_of(tmp_path, "train: {lr_head: 0.01}\n", base=manual) == [
+        "train.lr_head = 0.01 is not used: verbalizer manual_verbalizer has no parameters of its own (it reads the "
+        "PLM's MLM head, which trains at train.lr_plm when plm.freeze is false)"]
+    assert unused_of(tmp_path, "train: {lr_head: null}\n", base=manual) == []  # null: the prompt's rate, as unset
+    assert unused_of(tmp_path, "train: {lr_head: 0.01}\n") == []  # soft_verbalizer trains at it
+
+
 def test_init_head_without_init_from(tmp_path):
     assert unused_of(tmp_path, "init_head: true\n") == [
         "init_head = true is not used: init_from is not set (init_head says whether the head comes from that run)"]
@@ -104,9 +114,9 @@ def test_every_shipped_yaml_still_loads_with_only_the_known_notes(tmp_path):
         load_config(path, [], [], unused)
         for note in unused:
             seen.setdefault(note.split(" = ")[0], []).append(os.path.relpath(path, ROOT))
-    # the papers' rows keep one set of rates (lr_plm with a frozen PLM) and generated few-shot rows keep
-    # dev_from_train
-    assert set(seen) == {"train.lr_plm", "dataset.dev_from_train"}
+    # the papers' rows keep one set of rates (lr_plm with a frozen PLM, lr_head with manual_verbalizer) and
+    # generated few-shot rows keep dev_from_train
+    assert set(seen) == {"train.lr_plm", "train.lr_head", "dataset.dev_from_train"}
     assert len(seen["train.lr_plm"]) >= 80
 
 

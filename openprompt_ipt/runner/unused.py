@@ -66,6 +66,13 @@ def _lr_plm(cfg):
     return "plm.freeze is true (the PLM does not train)" if _frozen(cfg) else ""
 
 
+def _lr_head(cfg):
+    if cfg["verbalizer"] == "manual_verbalizer":
+        return ("verbalizer manual_verbalizer has no parameters of its own (it reads the PLM's MLM head, which "
+                "trains at train.lr_plm when plm.freeze is false)")
+    return ""
+
+
 def _frozen_dropout(cfg):
     return "plm.freeze is false (a trained PLM keeps its dropout)" if not cfg["plm"]["freeze"] else ""
 
@@ -223,6 +230,7 @@ def _method(cfg: Dict) -> str:
 
 CHECKS: Dict[str, Callable[[Dict], str]] = {
     "train.lr_plm": _lr_plm,
+    "train.lr_head": _lr_head,
     "plm.frozen_dropout": _frozen_dropout,
     "init_head": _init_head,
     "train.lr_instance": _lr_instance,

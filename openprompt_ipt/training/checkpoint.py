@@ -40,7 +40,7 @@ class Progress:
     epoch: int = 1
     batches_done: int = 0
     global_step: int = 0
-    running_loss: float = 0.0  # sum of the per-batch losses of the epoch so far (for the epoch's mean)
+    running_loss: float = 0.0  # sum of the optimizer steps' losses of the epoch so far (for the epoch's mean)
 
 
 def rng_state() -> Dict:

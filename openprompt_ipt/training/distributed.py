@@ -7,11 +7,12 @@ process and autocast.
 
 Data parallelism is done here, not by wrapping the model in DDP: every process iterates the *same*
 seeded loader of global batches (``train.batch_size`` is the global batch) and trains on its own
-contiguous slice of each batch; the loss is summed over the slice and divided by the global batch size,
-so after an all-reduce (sum) of the gradients every process holds exactly the gradient of the global
-batch mean, i.e. what one process would compute. Why not DDP: the vocab tables use sparse embedding
-gradients (``nn.Embedding(sparse=True)`` + ``RowSparseAdam``), which NCCL cannot all-reduce; here a
-sparse gradient is all-gathered as (row ids, rows) and coalesced, so it stays sparse on every backend.
+contiguous slice of each batch; the loss is summed over the slice and divided by the global examples of the
+optimizer step (every batch of its accumulation window), so after an all-reduce (sum) of the gradients every
+process holds exactly the gradient of the global batch mean, i.e. what one process would compute. Why not
+DDP: the vocab tables use sparse embedding gradients (``nn.Embedding(sparse=True)`` + ``RowSparseAdam``),
+which NCCL cannot all-reduce; here a sparse gradient is all-gathered as (row ids, rows) and coalesced, so it
+stays sparse on every backend.
 Gradient accumulation needs no ``no_sync``: gradients are reduced once per optimizer step. Resume
 and data order are identical for any number of processes. Eval outputs are gathered from all
 processes in batch order; slices are disjoint, so nothing is counted twice.

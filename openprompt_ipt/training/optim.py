@@ -98,19 +98,30 @@ def clip_grad_norm(params, max_norm: float) -> torch.Tensor:
     params = [p for p in params if p.grad is not None]
     if not params:
         return torch.tensor(0.0)
+    total = grad_norm(params)
+    device = params[0].grad.device
+    coef = (max_norm / (total + 1e-6)).clamp(max=1.0)
+    for p in params:
+        p.grad.mul_(coef.to(device=p.grad.device, dtype=p.grad.dtype))
+    return total
+
+
+def grad_norm(params) -> torch.Tensor:
+    """The global L2 norm of the gradients of ``params``, dense and sparse (coalesced in place: a duplicate row
+    counts as the dense copy's sum); inf / nan when any gradient is not finite."""
     squares = []
     for p in params:
+        if p.grad is None:
+            continue
         if p.grad.is_sparse:
             p.grad = p.grad.coalesce()
             squares.append(p.grad.values().float().pow(2).sum())
         else:
             squares.append(p.grad.detach().float().pow(2).sum())
-    device = params[0].grad.device
-    total = torch.stack([s.to(device) for s in squares]).sum().sqrt()
-    coef = (max_norm / (total + 1e-6)).clamp(max=1.0)
-    for p in params:
-        p.grad.mul_(coef.to(device=p.grad.device, dtype=p.grad.dtype))
-    return total
+    if not squares:
+        return torch.tensor(0.0)
+    device = squares[0].device
+    return torch.stack([s.to(device) for s in squares]).sum().sqrt()
 
 
 def dense_parameters(optimizers) -> List[torch.Tensor]:

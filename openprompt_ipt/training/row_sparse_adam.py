@@ -3,9 +3,14 @@
 ``torch.optim.SparseAdam`` updates only the looked-up rows but allocates both moment tensors for
 the whole table (for roberta-large's 50,265 x 1,024 table: 400 MB of state nobody touches on a
 small task). Here a row gets moment slots the first time a gradient reaches it, so step cost *and*
-optimizer memory are proportional to the rows the data uses. Same update rule as SparseAdam, plus
-AdamW's decoupled weight decay applied lazily: a row decays on the steps its gradient arrives (what
-lazy sparse optimizers do; decaying all 50k rows every step would cost what this class avoids).
+optimizer memory are proportional to the rows the data uses.
+
+A touched row takes exactly ``torch.optim.AdamW``'s step (ε added after the bias correction, as AdamW; SparseAdam
+adds it before, which differs from AdamW's step when gradients are small next to ε), with decoupled weight decay.
+Bias corrections use the table's step count (its optimizer steps), as AdamW and SparseAdam do, not per-row counts:
+a row met for the first time at step t moves as a dense AdamW would move it then. The lazy part: a row without
+a gradient in a step does not move, neither by its old momentum nor by weight decay (dense AdamW moves every row
+each step; decaying all 50k rows every step would cost what this class avoids).
 """
 from __future__ import annotations
 
@@ -42,10 +47,10 @@ class RowSparseAdam(torch.optim.Optimizer):
                 m[slots] = m[slots] * b1 + values * (1 - b1)
                 v[slots] = v[slots] * b2 + values * values * (1 - b2)
                 step = state["step"]
-                size = group["lr"] * (1 - b2 ** step) ** 0.5 / (1 - b1 ** step)
                 if group.get("weight_decay", 0.0):  # decoupled (AdamW): w <- w (1 - lr wd), touched rows only
                     p[rows] *= 1 - group["lr"] * group["weight_decay"]
-                p[rows] -= size * m[slots] / (v[slots].sqrt() + group["eps"])
+                denom = v[slots].sqrt() / (1 - b2 ** step) ** 0.5 + group["eps"]  # AdamW's order, not SparseAdam's
+                p[rows] -= group["lr"] / (1 - b1 ** step) * m[slots] / denom
         return loss
 
     @staticmethod

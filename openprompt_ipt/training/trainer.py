@@ -26,7 +26,8 @@ from .checkpoint import Progress, checkpoint_root, latest_checkpoint, load_check
 from .distributed import Runtime, mark_sparse, resolve_device
 from .logs import RunLogger
 from .metrics import METRICS, answer_metrics, binary_metrics, classification_metrics, regression_metrics
-from .optim import build_optimizers, check_optimizer_settings, clip_grad_norm, linear_warmup, resolve_warmup, split_counts
+from .optim import (build_optimizers, check_optimizer_settings, clip_grad_norm, grad_norm, linear_warmup, resolve_warmup,
+                    split_counts)
 from .row_sparse_adam import RowSparseAdam
 
 FROZEN_PREFIXES = ("prompt_model.plm.", "prompt_model.template.raw_embedding.")
@@ -224,7 +225,7 @@ class Trainer:
                 skip = progress.batches_done if first else 0
                 running = progress.running_loss if first else 0.0
                 epoch_gen_state = gen.get_state() if gen is not None else None
-                window: List[float] = []  # losses of the micro-batches of the optimizer step in progress
+                window: List = []  # (batch number, batch) of the optimizer step in progress
                 if pending_rng is not None and skip == 0:
                     set_rng_state(pending_rng)
                     pending_rng = None
@@ -236,53 +237,32 @@ class Trainer:
                     if pending_rng is not None:
                         set_rng_state(pending_rng)
                         pending_rng = None
-                    local, n_global = rt.shard(batch)
-                    loss_value = 0.0
-                    if len(local["label"]):
-                        local = to_device(local, self.device)
-                        with rt.autocast():
-                            logits = self.model(local).float()
-                        if rt.world_size == 1:
-                            loss = task_loss(logits, local["label"], regression)
-                        else:  # sum over the slice / global batch: all-reduced grads = the global mean's
-                            loss = task_loss(logits, local["label"], regression, reduction="sum") / n_global
-                        loss_value = loss.item()
-                    loss_value = rt.sum(loss_value)
-                    if not math.isfinite(loss_value):
-                        last = latest_checkpoint(self.output_dir) if self.output_dir else None
-                        raise NonFiniteLoss(
-                            f"loss became {loss_value} at optimizer step {step_no + 1} (epoch {epoch}, batch {step}): "
-                            f"stopped; last good checkpoint: {last or 'none'} (lower train.lr_prompt / train.lr_head)")
-                    if len(local["label"]):
-                        scaled = loss / accum
-                        (scaler.scale(scaled) if scaler is not None else scaled).backward()
-                    running += loss_value
-                    window.append(loss_value)
-                    if step % accum == 0 or step == len(train_loader):
-                        rt.all_reduce_gradients(params)
-                        if scaler is not None:
-                            for opt in optimizers:
-                                scaler.unscale_(opt)
-                        if cfg.max_grad_norm:  # one norm over dense and sparse (vocab table) gradients
-                            clip_grad_norm(params, cfg.max_grad_norm)
-                        for opt in optimizers:
-                            scaler.step(opt) if scaler is not None else opt.step()
-                        if scaler is not None:
-                            scaler.update()
-                        lr = optimizers[0].param_groups[0]["lr"]  # the rate this step used
-                        for sched in schedulers:
-                            sched.step()
-                        for opt in optimizers:
-                            opt.zero_grad(set_to_none=True)
-                        step_no += 1
-                        logger.log(step_no, epoch, {"train/loss": sum(window) / len(window), "train/lr": lr})
-                        window = []
-                        if step < len(train_loader) and self._checkpoint_due(step_no):
-                            self._checkpoint(optimizers, schedulers, scaler, Progress(epoch, step, step_no, running),
-                                             epoch_gen_state)
-                    bar.set_postfix(loss=f"{running / step:.4f}")
+                    window.append((step, batch))
+                    if step % accum and step < len(train_loader):
+                        continue
+                    # one optimizer step over the window's micro-batches: each loss is summed over its examples and
+                    # divided by the window's, so the gradient and the logged loss are those of one batch of all
+                    # of them (a short last batch or a short last window included), on any number of processes
+                    n_window = sum(len(b["label"]) for _, b in window)
+                    window_loss = sum(self._backward(b, n_window, regression, scaler, f"optimizer step {step_no + 1} "
+                                                     f"(epoch {epoch}, batch {i})") for i, b in window)
+                    window = []
+                    rt.all_reduce_gradients(params)
+                    self._step(optimizers, params, scaler)
+                    lr = optimizers[0].param_groups[0]["lr"]  # the rate this step used
+                    for sched in schedulers:
+                        sched.step()
+                    for opt in optimizers:
+                        opt.zero_grad(set_to_none=True)
+                    step_no += 1
+                    running += window_loss
+                    logger.log(step_no, epoch, {"train/loss": window_loss, "train/lr": lr})
+                    if step < len(train_loader) and self._checkpoint_due(step_no):
+                        self._checkpoint(optimizers, schedulers, scaler, Progress(epoch, step, step_no, running),
+                                         epoch_gen_state)
+                    bar.set_postfix(loss=f"{running / math.ceil(step / accum):.4f}")
                 dev = evaluate(self.model, dev_loader, self.device, desc="dev", show_progress=verbose, runtime=rt)
-                record = {"epoch": epoch, "train_loss": running / max(1, len(train_loader)),
+                record = {"epoch": epoch, "train_loss": running / steps_per_epoch,  # the mean optimizer step's loss
                           **{f"dev_{k}": v for k, v in dev.items()}}
                 cfg.history.append(record)
                 logger.log(step_no, epoch, {"train/epoch_loss": record["train_loss"],
@@ -308,6 +288,45 @@ class Trainer:
                          best_epoch=max(cfg.history, key=lambda r: (r[f"dev_{cfg.metric}"], -r["epoch"]))["epoch"])
         self.load_state(self.best_state)
         return self.best_metrics
+
+    def _step(self, optimizers, params, scaler) -> None:
+        """Clip (one norm over dense and sparse vocab-table gradients) and step every optimizer. Under fp16 an
+        overflow anywhere skips *every* optimizer's step, as with one optimizer: the scaler decides per optimizer,
+        and RowSparseAdam would otherwise step on alone (on gradients an inf norm clipped to zero: momentum only)."""
+        if scaler is not None:
+            for opt in optimizers:
+                scaler.unscale_(opt)
+        norm = None
+        if self.config.max_grad_norm:
+            norm = clip_grad_norm(params, self.config.max_grad_norm)
+        elif scaler is not None:
+            norm = grad_norm(params)
+        if scaler is None or bool(torch.isfinite(norm)):
+            for opt in optimizers:
+                scaler.step(opt) if scaler is not None else opt.step()
+        if scaler is not None:
+            scaler.update()  # the unscale_ calls recorded the overflow: the scale backs off
+
+    def _backward(self, batch: Dict, n_window: int, regression: bool, scaler, where: str) -> float:
+        """Backward of this process's slice of ``batch``: its loss summed over the slice / ``n_window`` (the
+        examples of the whole optimizer step, all processes), so the summed gradients are the window mean's.
+        Returns the batch's share of the window's loss over all processes; a NaN / inf stops before backward."""
+        rt = self.runtime
+        local, _ = rt.shard(batch)
+        loss = None
+        if len(local["label"]):
+            local = to_device(local, self.device)
+            with rt.autocast():
+                logits = self.model(local).float()
+            loss = task_loss(logits, local["label"], regression, reduction="sum") / n_window
+        value = rt.sum(loss.item() if loss is not None else 0.0)
+        if not math.isfinite(value):
+            last = latest_checkpoint(self.output_dir) if self.output_dir else None
+            raise NonFiniteLoss(f"loss became {value} at {where}: stopped; last good checkpoint: {last or 'none'} "
+                                "(lower train.lr_prompt / train.lr_head)")
+        if loss is not None:
+            (scaler.scale(loss) if scaler is not None else loss).backward()
+        return value
 
     def _checkpoint_due(self, step_no: int) -> bool:
         """Mid-epoch: every ``checkpoint_every`` optimizer steps, or when ``checkpoint_minutes`` have passed
