@@ -138,3 +138,21 @@ def test_a_device_torch_does_not_know_or_this_machine_lacks_is_one_line(tiny_mod
     assert load_script("predict").main(["--run", str(tmp_path / "done"), "--input", str(tmp_path / "rows.jsonl"),
                                         "--device", device]) == 2
     assert capsys.readouterr().err == f"error: {line.replace('train.device', '--device')}\n"
+
+
+def test_a_template_without_text_names_the_key_and_writes_no_run(tiny_model_dir, tmp_path, capsys):  # noqa: F811
+    """OpenPrompt's own line ('template text has not been initialized') named neither the key nor the section."""
+    import yaml
+
+    run = load_script("run")
+    config = write_tiny_yaml(tmp_path, tiny_model_dir, write_cb(tmp_path / "CB"))
+    raw = yaml.safe_load(open(config))
+    del raw[raw["template"]]["text"]
+    with open(config, "w") as f:
+        yaml.safe_dump(raw, f)
+    out = tmp_path / "runs"
+    assert run.main(["--config", config, "--output-dir", str(out), "--quiet"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"error: {raw['template']}.text is not set: give the template's text in the "
+                          f"{raw['template']}: section") and len(err.splitlines()) == 1
+    assert not os.path.exists(out / "tiny" / "seed3" / "metrics.json")

@@ -49,6 +49,10 @@ def build_model(cfg: Dict, train_examples, num_classes: int, labels: Sequence[st
     node = CfgNode({"template": cfg["template"], cfg["template"]: section,
                     "verbalizer": cfg["verbalizer"], cfg["verbalizer"]: verb_section}, new_allowed=True)
     template = load_template(node, model=model, tokenizer=tokenizer)
+    if getattr(template, "text", "") is None:  # OpenPrompt says "template text has not been initialized" at the first row
+        name = cfg["template"]
+        raise ValueError(f"{name}.text is not set: give the template's text in the {name}: section (e.g. text: "
+                         "'{\"placeholder\":\"text_a\"} It was {\"mask\"}.'), or " f"{name}.file_path")
     if "sparse" not in section and "sparse" not in (section.get("ipt") or {}):
         from ..generators.vocab_table import use_sparse_rows  # the runner's own default: sparse row updates
         use_sparse_rows(template)
