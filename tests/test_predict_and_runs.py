@@ -3,6 +3,7 @@ import json
 import os
 
 import pytest
+import torch
 
 from helpers import interrupt_at_eval
 from test_training import write_cb
@@ -75,6 +76,26 @@ def test_predict_round_trip_matches_evaluate(tiny_model_dir, tmp_path):
         read_jsonl(str(tmp_path / "empty.jsonl"))
     with pytest.raises(ValueError, match="no input rows"):
         load_run(out).predict([])
+
+
+def test_a_bf16_run_predicts_under_the_autocast_it_evaluated_with(tiny_model_dir, tmp_path):
+    """`train.mixed_precision: bf16`: dev / test were scored under bf16 autocast; predict ran in fp32, so its
+    probabilities (and a close call's label) were not the run's."""
+    from openprompt_ipt.runner.experiment import run_experiment
+    from openprompt_ipt.runner.predict import load_run
+
+    data = write_cb(tmp_path / "CB")
+    out = str(tmp_path / "run")
+    cfg = tiny_cfg(tiny_model_dir, data)
+    cfg["train"]["mixed_precision"] = "bf16"
+    run_experiment(cfg, output_dir=out, show_progress=False)
+    rows = [json.loads(line) for line in open(os.path.join(data, "val.jsonl"))]
+    predictor = load_run(out)
+    preds = predictor.predict(rows)
+    with torch.autocast("cpu", dtype=torch.bfloat16):  # what the runner's evaluation does
+        assert predictor.predict(rows) == preds
+    predictor.cfg["train"]["mixed_precision"] = "no"
+    assert predictor.predict(rows) != preds  # fp32 gives other probabilities: the check above can fail
 
 
 def load_script(name):

@@ -61,6 +61,8 @@ def main(argv=None, prog=None) -> int:
         rows = read_jsonl(args.input)
         predictor = load_run(run_dir, device=args.device)
         predictions = predictor.predict(rows, on_bad_row=skip if args.skip_bad_rows else None)
+        if predictor.precision_note():
+            print(predictor.precision_note(), file=sys.stderr)
         if predictor.extra_note():  # an id, a source column: kept in the output rows, named once
             print(predictor.extra_note(), file=sys.stderr)
     except (ValueError, FileNotFoundError, KeyError, ImportError) as e:

@@ -11,6 +11,7 @@ returns ``{"guid", "score"}``, the score on the task's own scale (STS-B: 0-5).
 """
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
@@ -91,6 +92,20 @@ class Predictor:
         return (f"note: field{'s' if len(fields) > 1 else ''} {fields} not used by task '{self.task.name}' "
                 f"(it reads {list(self.task.text_a)} + {list(self.task.text_b)}): carried to the output rows as they are")
 
+    def precision(self):
+        """The autocast the run evaluated under (``train.mixed_precision``), so a bf16 run predicts as its dev and
+        test scores were computed; fp16 where this device has no fp16 autocast (CPU): fp32 (``precision_note``)."""
+        dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(self.cfg["train"].get("mixed_precision", "no"))
+        if dtype is None or self.precision_note():
+            return contextlib.nullcontext()
+        return torch.autocast(self.device.type, dtype=dtype)
+
+    def precision_note(self) -> str:
+        if self.cfg["train"].get("mixed_precision") == "fp16" and self.device.type == "cpu":
+            return ("note: the run trained and evaluated under fp16 autocast (a GPU's); on CPU it predicts in fp32, "
+                    "so probabilities can differ slightly from its evaluation (--device cuda to match)")
+        return ""
+
     @torch.no_grad()
     def predict(self, rows: Iterable[Dict], batch_size: int | None = None,
                 on_bad_row: Optional[Callable[[str], None]] = None) -> List[Dict]:
@@ -105,11 +120,13 @@ class Predictor:
         if self.task.regression:
             scores = []
             for batch in loader:
-                scores += self.model(to_device(batch, self.device)).float().squeeze(-1).tolist()
+                with self.precision():
+                    scores += self.model(to_device(batch, self.device)).float().squeeze(-1).tolist()
             return [_with(extra, {"guid": ex.guid, "score": self.task.unscale(v)}) for ex, v, extra in zip(exs, scores, carried)]
         probs = []
         for batch in loader:
-            probs += torch.softmax(self.model(to_device(batch, self.device)).float(), -1).tolist()
+            with self.precision():
+                probs += torch.softmax(self.model(to_device(batch, self.device)).float(), -1).tolist()
         return [_with(extra, {"guid": ex.guid, "label": self.labels[max(range(len(p)), key=p.__getitem__)],
                               "probabilities": {name: round(v, 6) for name, v in zip(self.labels, p)}})
                 for ex, p, extra in zip(exs, probs, carried)]
