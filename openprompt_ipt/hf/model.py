@@ -306,8 +306,11 @@ class InstancePromptModel(nn.Module):
         try:
             if labels is not None and not (verbalize or token_loss):  # only then: a bare encoder takes no labels
                 batch["labels"] = labels
-            out = self.base_model(**batch, output_attentions=output_attentions,
-                                  output_hidden_states=output_hidden_states, return_dict=True)
+            # flags left None are not passed: transformers 5 reads an explicit None as False, over the base's config
+            # (from_pretrained(..., output_hidden_states=True) would then give none)
+            flags = {k: v for k, v in (("output_attentions", output_attentions),
+                                       ("output_hidden_states", output_hidden_states)) if v is not None}
+            out = self.base_model(**batch, **flags, return_dict=True)
         finally:
             if self.injector is not None:
                 self.injector.disarm()
