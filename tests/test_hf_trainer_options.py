@@ -13,6 +13,10 @@ from test_hf_trainer_habits import BY_INJECTION, _batch, _trained, _wrap
 from openprompt_ipt.hf import get_instance_prompt_model
 
 pytestmark = pytest.mark.usefixtures("one_thread")
+# PEFT's calls for LoRA-like adapters, and transformers' PeftAdapterMixin on the base
+ADAPTER_CALLS = ("merge_and_unload", "unload", "merge_adapter", "unmerge_adapter", "add_adapter", "set_adapter",
+                 "load_adapter", "delete_adapter", "enable_adapters", "disable_adapters", "active_adapters",
+                 "get_adapter_state_dict")
 
 
 @pytest.mark.parametrize("case", BY_INJECTION)
@@ -39,3 +43,22 @@ def test_hidden_states_the_base_config_asks_for(plm, case, tmp_path):
         torch.testing.assert_close(a, b, rtol=0, atol=0)
     with torch.no_grad():
         assert model(**batch, output_hidden_states=False).hidden_states is None  # the caller's False still wins
+
+
+def test_peft_adapter_calls_that_do_not_apply_are_one_line(bert, tmp_path):
+    """After a Trainer run, PEFT's merge / adapter calls name why they do not apply to a prompt, instead of reaching
+    the frozen base (its PeftAdapterMixin would add a LoRA there, saved into a checkpoint that then does not load,
+    or answer "BertForSequenceClassification has no attribute merge_and_unload")."""
+    mlm, tok = bert
+    model = get_instance_prompt_model(classifier_from(mlm, initializer_range=0.2),
+                                      config_for("p_tuning_v2-kv", tmp_path, mlm), tokenizer=tok)
+    trainer_for(model, tok, dataset(tok), tmp_path / "run", num_train_epochs=1).train()
+    with pytest.raises(AttributeError, match="InstancePromptModel has no merge_and_unload: .*no weights to merge") as e:
+        model.merge_and_unload()
+    _one_line(e)
+    with pytest.raises(AttributeError, match="InstancePromptModel has no add_adapter: .*not PEFT adapters") as e:
+        model.add_adapter(object(), adapter_name="lora")
+    _one_line(e)
+    for name in ADAPTER_CALLS:
+        assert not hasattr(model, name), name  # probes (hasattr(model, "active_adapters")) read "not a PEFT model"
+    assert model.classifier is model.base_model.classifier  # other attributes still reach the base

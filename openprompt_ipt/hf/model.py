@@ -40,6 +40,17 @@ FAMILIES = ("bert", "roberta", "xlm-roberta", "camembert", "electra", "ernie", "
 # heads whose per-position outputs the prompt positions would shift, unseen (start/end logits, choices, pretraining
 # and next-token heads): refused when the prompt is built
 UNSUPPORTED_HEADS = ("ForQuestionAnswering", "ForMultipleChoice", "ForPreTraining", "ForCausalLM", "LMHeadModel")
+# PEFT's adapter calls that do not apply to a prompt: refused by name, not forwarded to the base, whose
+# PeftAdapterMixin would add a LoRA to the frozen base (a checkpoint that then does not load) or say "no attribute"
+_MERGE = ("an instance-wise prompt is computed from each input at run time, so there are no weights to merge into "
+          "the base: predict with the InstancePromptModel, or use model.get_base_model() for the base without it")
+_ADAPTERS = ("it holds one instance-wise prompt, not PEFT adapters, on a frozen base: run without the prompt inside "
+             "`with model.disable_adapter():`, or wrap the base again with get_instance_prompt_model for another prompt")
+NOT_FOR_PROMPTS = {**dict.fromkeys(("merge_and_unload", "unload", "merge_adapter", "unmerge_adapter"), _MERGE),
+                   **dict.fromkeys(("add_adapter", "set_adapter", "load_adapter", "delete_adapter", "enable_adapters",
+                                    "disable_adapters", "active_adapters", "active_adapter", "get_adapter_state_dict",
+                                    "add_weighted_adapter", "enable_adapter_layers", "disable_adapter_layers"),
+                                   _ADAPTERS)}
 # what a saved prompt must agree on with the model it is loaded onto
 FINGERPRINT = ("model_type", "hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size",
                "max_position_embeddings", "num_labels")
@@ -163,6 +174,8 @@ class InstancePromptModel(nn.Module):
         except AttributeError:
             if name == "base_model" or name.startswith("__"):
                 raise
+            if name in NOT_FOR_PROMPTS:  # else the base's own (transformers' PeftAdapterMixin) would answer, unseen
+                raise AttributeError(f"InstancePromptModel has no {name}: {NOT_FOR_PROMPTS[name]}") from None
             return getattr(self.base_model, name)  # model.classifier, model.can_generate(), ... (as PeftModel)
 
     @property
