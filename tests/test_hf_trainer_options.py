@@ -45,6 +45,47 @@ def test_hidden_states_the_base_config_asks_for(plm, case, tmp_path):
         assert model(**batch, output_hidden_states=False).hidden_states is None  # the caller's False still wins
 
 
+@pytest.mark.parametrize("case", ["ipt-random", "m_idpg-phm-cls"])
+def test_neftune_noises_training_only_and_is_removed(plm, case, tmp_path):
+    """``neftune_noise_alpha`` hooks the base's input embeddings, which the wrapper's forward calls: training
+    changes (the noise reaches the text's embeddings), evaluation is deterministic, and no hook is left after."""
+    mlm, tok = plm
+    base, ds = classifier_from(mlm, initializer_range=0.2), dataset(tok)
+    runs = {}
+    for alpha in (None, 5.0):
+        model = _wrap(base, case, tmp_path, mlm, tok)
+        trainer = trainer_for(model, tok, ds, tmp_path / str(alpha), num_train_epochs=2, neftune_noise_alpha=alpha,
+                              seed=3)
+        trainer.train()
+        assert trainer.evaluate()["eval_loss"] == trainer.evaluate()["eval_loss"]
+        assert not model.get_input_embeddings()._forward_hooks
+        runs[alpha] = _trained(model)
+    assert any(not torch.allclose(runs[None][k], runs[5.0][k], atol=1e-4) for k in runs[None])
+
+
+@pytest.mark.parametrize("case", ["p_tuning_v2-kv", "m_idpg-phm-cls", "lpt-mppg"])
+def test_gradient_accumulation_equals_the_unaccumulated_run(plm, case, tmp_path):
+    """Batches of 4 against 2 x 2 accumulated (dropout off, so both draw the same): the logged losses and the trained
+    weights agree within float noise. SGD, whose step is linear in the gradient: Adam's would hide a gradient scaled
+    by the number of accumulation steps, and turns float noise in near-zero gradients into steps of lr."""
+    mlm, tok = plm
+    mlm = copy.deepcopy(mlm)
+    mlm.config.hidden_dropout_prob = mlm.config.attention_probs_dropout_prob = 0.0
+    base, ds = classifier_from(mlm, initializer_range=0.2), dataset(tok)
+    runs = []
+    for batch, steps in ((4, 1), (2, 2)):
+        model = _wrap(base, case, tmp_path, mlm, tok)
+        trainer = trainer_for(model, tok, ds, tmp_path / str(steps), num_train_epochs=1, seed=3, logging_steps=1,
+                              per_device_train_batch_size=batch, gradient_accumulation_steps=steps, optim="sgd")
+        trainer.train()
+        runs.append(([h["loss"] for h in trainer.state.log_history if "loss" in h], _trained(model)))
+    (loss_a, weights_a), (loss_b, weights_b) = runs
+    assert len(loss_a) == len(loss_b) == 4
+    np.testing.assert_allclose(loss_b, loss_a, rtol=0, atol=1e-5)
+    for k in weights_a:
+        torch.testing.assert_close(weights_b[k], weights_a[k], rtol=0, atol=1e-5, msg=k)
+
+
 def test_peft_adapter_calls_that_do_not_apply_are_one_line(bert, tmp_path):
     """After a Trainer run, PEFT's merge / adapter calls name why they do not apply to a prompt, instead of reaching
     the frozen base (its PeftAdapterMixin would add a LoRA there, saved into a checkpoint that then does not load,
