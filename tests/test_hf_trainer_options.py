@@ -103,3 +103,28 @@ def test_peft_adapter_calls_that_do_not_apply_are_one_line(bert, tmp_path):
     for name in ADAPTER_CALLS:
         assert not hasattr(model, name), name  # probes (hasattr(model, "active_adapters")) read "not a PEFT model"
     assert model.classifier is model.base_model.classifier  # other attributes still reach the base
+
+
+@pytest.mark.parametrize("case", ["p_tuning_v2-kv", "m_idpg-phm-cls"])
+def test_a_folder_the_trainer_saved_without_safetensors_loads(plm, case, tmp_path):
+    """transformers < 5, ``save_safetensors=False``: ``save_model`` and the checkpoints write ``pytorch_model.bin``;
+    from_pretrained reads it (it said "has no model.safetensors: save the model again (... trainer.save_model)")."""
+    import inspect
+
+    from transformers import TrainingArguments
+
+    from openprompt_ipt.hf import InstancePromptModel
+
+    if "save_safetensors" not in inspect.signature(TrainingArguments).parameters:
+        pytest.skip("transformers 5 always writes safetensors")
+    mlm, tok = plm
+    model = _wrap(classifier_from(mlm, initializer_range=0.2), case, tmp_path, mlm, tok)
+    trainer = trainer_for(model, tok, dataset(tok), tmp_path / "run", num_train_epochs=1, save_safetensors=False,
+                          save_strategy="epoch")
+    trainer.train()
+    trainer.save_model(str(tmp_path / "final"))
+    for folder in (tmp_path / "final", tmp_path / "run" / "checkpoint-4"):
+        assert (folder / "pytorch_model.bin").is_file() and not (folder / "model.safetensors").exists()
+        loaded = InstancePromptModel.from_pretrained(classifier_from(mlm, initializer_range=0.2), str(folder), tok)
+        with torch.no_grad():
+            torch.testing.assert_close(loaded(**_batch(tok)).logits, model.eval()(**_batch(tok)).logits, rtol=0, atol=1e-6)

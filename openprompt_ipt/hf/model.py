@@ -24,7 +24,7 @@ from ..injection import max_positions, prepend, trim_outputs
 from ..injection.checkpointing import carry_prompt
 from ..prompting import build_input_prompt, build_layered_generator, input_prompt_vectors, place_prompts, release_prompts
 from ..prompting.layered_prompt import SECTIONS
-from ..serialization import read_json, read_safetensors, write_text_atomic
+from ..serialization import read_json, read_safetensors, read_torch_weights, write_text_atomic
 from .config import InstancePromptConfig
 from .instance_tokens import added_ids, instance_tokens
 from .padding import caller_order, right_padding_order, take
@@ -35,6 +35,7 @@ from .tokenizer_check import check_against_model, check_against_record, tokenize
 WEIGHTS_FILE, CONFIG_KEY, FORMAT = "model.safetensors", "instance_prompt_config", "openprompt_ipt.hf/2"
 CONFIG_FILE = "instance_prompt_config.json"           # a readable copy of CONFIG_KEY (save_pretrained)
 OLD_WEIGHTS_FILE = "instance_prompt.safetensors"      # format 1: weights + CONFIG_FILE, still read
+TORCH_WEIGHTS_FILE = "pytorch_model.bin"  # what Trainer.save_model / checkpoints write with save_safetensors=False (< 5)
 # BERT-style encoders: the families whose layout the per-layer injection finds (injection/layout.py)
 FAMILIES = ("bert", "roberta", "xlm-roberta", "camembert", "electra", "ernie", "data2vec-text", "roberta-prelayernorm")
 # heads whose per-position outputs the prompt positions would shift, unseen (start/end logits, choices, pretraining
@@ -448,12 +449,13 @@ class InstancePromptModel(nn.Module):
 
 def _read_saved(directory: str):
     """``(config, weights)`` of a saved folder: ``model.safetensors`` with the config inside (save_pretrained,
-    Trainer.save_model, a Trainer checkpoint), or format 1 (instance_prompt.safetensors + its JSON config);
-    weights ``None``: the JSON config alone."""
+    Trainer.save_model, a Trainer checkpoint; ``pytorch_model.bin`` where it ran with save_safetensors=False), or
+    format 1 (instance_prompt.safetensors + its JSON config); weights ``None``: the JSON config alone."""
     fix = "save the model again (model.save_pretrained(directory) or trainer.save_model(directory))"
-    path = os.path.join(directory, WEIGHTS_FILE)
-    if os.path.isfile(path):
-        weights = read_safetensors(path, fix)
+    path = next((p for p in (os.path.join(directory, name) for name in (WEIGHTS_FILE, TORCH_WEIGHTS_FILE))
+                 if os.path.isfile(p)), None)
+    if path is not None:
+        weights = (read_safetensors if path.endswith(".safetensors") else read_torch_weights)(path, fix)
         if CONFIG_KEY not in weights:
             raise ValueError(f"'{path}' holds no {CONFIG_KEY}: it was not written by an InstancePromptModel; {fix}")
         return decode_config(weights.pop(CONFIG_KEY)), weights
