@@ -128,3 +128,35 @@ def test_a_folder_the_trainer_saved_without_safetensors_loads(plm, case, tmp_pat
         loaded = InstancePromptModel.from_pretrained(classifier_from(mlm, initializer_range=0.2), str(folder), tok)
         with torch.no_grad():
             torch.testing.assert_close(loaded(**_batch(tok)).logits, model.eval()(**_batch(tok)).logits, rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("case", ["ipt-random", "p_tuning_v2-kv"])
+def test_resizing_the_vocabulary_goes_before_the_prompt(plm, case, tmp_path):
+    """``tokenizer.add_tokens(...); model.resize_token_embeddings(len(tokenizer))`` on the wrapper is one line naming
+    the order that works (Random IPT indexed past its vocabulary table; other prompts trained, and the folder they
+    saved matched neither the resized base nor the original); the same size is the base's no-op; resizing the base
+    first trains under the Trainer and reloads."""
+    from openprompt_ipt.hf import InstancePromptModel
+
+    mlm, tok = plm
+    model = _wrap(classifier_from(mlm, initializer_range=0.2), case, tmp_path, mlm, tok)
+    size = model.get_input_embeddings().num_embeddings
+    assert model.resize_token_embeddings(size) is model.get_input_embeddings()
+    tok = copy.deepcopy(tok)
+    tok.add_tokens(["newword", "otherword"])
+    with pytest.raises(ValueError, match=r"after the prompt was built for the base's \d+ tokens.*resize the base first") as e:
+        model.resize_token_embeddings(len(tok))
+    _one_line(e)
+    assert model.get_input_embeddings().num_embeddings == size  # nothing changed
+    resized = classifier_from(mlm, initializer_range=0.2)
+    resized.resize_token_embeddings(len(tok))
+    model = _wrap(resized, case, tmp_path, mlm, tok)
+    trainer_for(model, tok, dataset(tok), tmp_path / "run", num_train_epochs=1).train()
+    model.save_pretrained(str(tmp_path / "saved"))
+    base = classifier_from(mlm, initializer_range=0.2)
+    base.resize_token_embeddings(len(tok))
+    base.get_input_embeddings().weight.data.copy_(resized.get_input_embeddings().weight)  # the new rows as trained with
+    loaded = InstancePromptModel.from_pretrained(base, str(tmp_path / "saved"), tok)
+    batch = tok(["the newword movie was great"], return_tensors="pt", return_special_tokens_mask=True)
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(**batch).logits, model.eval()(**batch).logits, rtol=0, atol=1e-6)

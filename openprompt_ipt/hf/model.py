@@ -217,6 +217,19 @@ class InstancePromptModel(nn.Module):
         trainable, total = self.get_nb_trainable_parameters()
         print(f"trainable params: {trainable:,d} || all params: {total:,d} || trainable%: {100 * trainable / total:.4f}")
 
+    def resize_token_embeddings(self, new_num_tokens: Optional[int] = None, *args, **kwargs):
+        """The base's, when the size stays (a defensive ``resize_token_embeddings(len(tokenizer))``); another size is
+        refused: the prompt's vocabulary tables, the tokenizer check and the record a save writes were made for the
+        base's vocabulary, so Random IPT indexed past its table and a saved folder matched no base and no tokenizer."""
+        size = self.base_model.get_input_embeddings().num_embeddings
+        pad_to = kwargs.get("pad_to_multiple_of", args[0] if args else None)
+        if new_num_tokens is not None and (new_num_tokens != size or (pad_to and size % pad_to)):
+            raise ValueError(f"resize_token_embeddings({new_num_tokens}) after the prompt was built for the base's {size} "
+                             "tokens (its tables and saved record would not match): resize the base first, "
+                             "base.resize_token_embeddings(len(tokenizer)), then get_instance_prompt_model(base, config, "
+                             "tokenizer)")
+        return self.base_model.resize_token_embeddings(new_num_tokens, *args, **kwargs)
+
     # ---- the Trainer's gradient_checkpointing=True ------------------------------------------------------------
     def activation_checkpointing_enable(self, activation_checkpointing_kwargs=None, **kwargs):
         """The base's gradient checkpointing, with the per-layer prompt carried into the backward's recompute
