@@ -49,14 +49,28 @@ def test_hidden_states_the_base_config_asks_for(plm, case, tmp_path):
 def test_neftune_noises_training_only_and_is_removed(plm, case, tmp_path):
     """``neftune_noise_alpha`` hooks the base's input embeddings, which the wrapper's forward calls: training
     changes (the noise reaches the text's embeddings), evaluation is deterministic, and no hook is left after."""
+    from transformers import TrainerCallback
+
     mlm, tok = plm
     base, ds = classifier_from(mlm, initializer_range=0.2), dataset(tok)
-    runs = {}
+    runs, batch = {}, _batch(tok)
+
+    class PredictTwiceMidRun(TrainerCallback):  # while the hook is on: eval mode draws no noise
+        def on_step_end(self, args, state, control, model=None, **kwargs):
+            hooked.append(bool(model.get_input_embeddings()._forward_hooks))
+            model.eval()
+            with torch.no_grad():
+                same.append(torch.equal(model(**batch).logits, model(**batch).logits))
+            model.train()
+
     for alpha in (None, 5.0):
+        hooked, same = [], []
         model = _wrap(base, case, tmp_path, mlm, tok)
         trainer = trainer_for(model, tok, ds, tmp_path / str(alpha), num_train_epochs=2, neftune_noise_alpha=alpha,
                               seed=3)
+        trainer.add_callback(PredictTwiceMidRun())
         trainer.train()
+        assert same and all(same) and all(hooked) == (alpha is not None)
         assert trainer.evaluate()["eval_loss"] == trainer.evaluate()["eval_loss"]
         assert not model.get_input_embeddings()._forward_hooks
         runs[alpha] = _trained(model)
