@@ -24,7 +24,7 @@ from ..injection import max_positions, prepend, trim_outputs
 from ..injection.checkpointing import carry_prompt
 from ..prompting import build_input_prompt, build_layered_generator, input_prompt_vectors, place_prompts, release_prompts
 from ..prompting.layered_prompt import SECTIONS
-from ..serialization import read_json, read_safetensors, write_text_atomic
+from ..serialization import read_json, read_safetensors, read_torch_weights, write_text_atomic
 from .config import InstancePromptConfig
 from .instance_tokens import added_ids, instance_tokens
 from .padding import caller_order, right_padding_order, take
@@ -35,11 +35,23 @@ from .tokenizer_check import check_against_model, check_against_record, tokenize
 WEIGHTS_FILE, CONFIG_KEY, FORMAT = "model.safetensors", "instance_prompt_config", "openprompt_ipt.hf/2"
 CONFIG_FILE = "instance_prompt_config.json"           # a readable copy of CONFIG_KEY (save_pretrained)
 OLD_WEIGHTS_FILE = "instance_prompt.safetensors"      # format 1: weights + CONFIG_FILE, still read
+TORCH_WEIGHTS_FILE = "pytorch_model.bin"  # what Trainer.save_model / checkpoints write with save_safetensors=False (< 5)
 # BERT-style encoders: the families whose layout the per-layer injection finds (injection/layout.py)
 FAMILIES = ("bert", "roberta", "xlm-roberta", "camembert", "electra", "ernie", "data2vec-text", "roberta-prelayernorm")
 # heads whose per-position outputs the prompt positions would shift, unseen (start/end logits, choices, pretraining
 # and next-token heads): refused when the prompt is built
 UNSUPPORTED_HEADS = ("ForQuestionAnswering", "ForMultipleChoice", "ForPreTraining", "ForCausalLM", "LMHeadModel")
+# PEFT's adapter calls that do not apply to a prompt: refused by name, not forwarded to the base, whose
+# PeftAdapterMixin would add a LoRA to the frozen base (a checkpoint that then does not load) or say "no attribute"
+_MERGE = ("an instance-wise prompt is computed from each input at run time, so there are no weights to merge into "
+          "the base: predict with the InstancePromptModel, or use model.get_base_model() for the base without it")
+_ADAPTERS = ("it holds one instance-wise prompt, not PEFT adapters, on a frozen base: run without the prompt inside "
+             "`with model.disable_adapter():`, or wrap the base again with get_instance_prompt_model for another prompt")
+NOT_FOR_PROMPTS = {**dict.fromkeys(("merge_and_unload", "unload", "merge_adapter", "unmerge_adapter"), _MERGE),
+                   **dict.fromkeys(("add_adapter", "set_adapter", "load_adapter", "delete_adapter", "enable_adapters",
+                                    "disable_adapters", "active_adapters", "active_adapter", "get_adapter_state_dict",
+                                    "add_weighted_adapter", "enable_adapter_layers", "disable_adapter_layers"),
+                                   _ADAPTERS)}
 # what a saved prompt must agree on with the model it is loaded onto
 FINGERPRINT = ("model_type", "hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size",
                "max_position_embeddings", "num_labels")
@@ -163,6 +175,8 @@ class InstancePromptModel(nn.Module):
         except AttributeError:
             if name == "base_model" or name.startswith("__"):
                 raise
+            if name in NOT_FOR_PROMPTS:  # else the base's own (transformers' PeftAdapterMixin) would answer, unseen
+                raise AttributeError(f"InstancePromptModel has no {name}: {NOT_FOR_PROMPTS[name]}") from None
             return getattr(self.base_model, name)  # model.classifier, model.can_generate(), ... (as PeftModel)
 
     @property
@@ -202,6 +216,19 @@ class InstancePromptModel(nn.Module):
     def print_trainable_parameters(self) -> None:
         trainable, total = self.get_nb_trainable_parameters()
         print(f"trainable params: {trainable:,d} || all params: {total:,d} || trainable%: {100 * trainable / total:.4f}")
+
+    def resize_token_embeddings(self, new_num_tokens: Optional[int] = None, *args, **kwargs):
+        """The base's, when the size stays (a defensive ``resize_token_embeddings(len(tokenizer))``); another size is
+        refused: the prompt's vocabulary tables, the tokenizer check and the record a save writes were made for the
+        base's vocabulary, so Random IPT indexed past its table and a saved folder matched no base and no tokenizer."""
+        size = self.base_model.get_input_embeddings().num_embeddings
+        pad_to = kwargs.get("pad_to_multiple_of", args[0] if args else None)
+        if new_num_tokens is not None and (new_num_tokens != size or (pad_to and size % pad_to)):
+            raise ValueError(f"resize_token_embeddings({new_num_tokens}) after the prompt was built for the base's {size} "
+                             "tokens (its tables and saved record would not match): resize the base first, "
+                             "base.resize_token_embeddings(len(tokenizer)), then get_instance_prompt_model(base, config, "
+                             "tokenizer)")
+        return self.base_model.resize_token_embeddings(new_num_tokens, *args, **kwargs)
 
     # ---- the Trainer's gradient_checkpointing=True ------------------------------------------------------------
     def activation_checkpointing_enable(self, activation_checkpointing_kwargs=None, **kwargs):
@@ -306,8 +333,11 @@ class InstancePromptModel(nn.Module):
         try:
             if labels is not None and not (verbalize or token_loss):  # only then: a bare encoder takes no labels
                 batch["labels"] = labels
-            out = self.base_model(**batch, output_attentions=output_attentions,
-                                  output_hidden_states=output_hidden_states, return_dict=True)
+            # flags left None are not passed: transformers 5 reads an explicit None as False, over the base's config
+            # (from_pretrained(..., output_hidden_states=True) would then give none)
+            flags = {k: v for k, v in (("output_attentions", output_attentions),
+                                       ("output_hidden_states", output_hidden_states)) if v is not None}
+            out = self.base_model(**batch, **flags, return_dict=True)
         finally:
             if self.injector is not None:
                 self.injector.disarm()
@@ -432,12 +462,13 @@ class InstancePromptModel(nn.Module):
 
 def _read_saved(directory: str):
     """``(config, weights)`` of a saved folder: ``model.safetensors`` with the config inside (save_pretrained,
-    Trainer.save_model, a Trainer checkpoint), or format 1 (instance_prompt.safetensors + its JSON config);
-    weights ``None``: the JSON config alone."""
+    Trainer.save_model, a Trainer checkpoint; ``pytorch_model.bin`` where it ran with save_safetensors=False), or
+    format 1 (instance_prompt.safetensors + its JSON config); weights ``None``: the JSON config alone."""
     fix = "save the model again (model.save_pretrained(directory) or trainer.save_model(directory))"
-    path = os.path.join(directory, WEIGHTS_FILE)
-    if os.path.isfile(path):
-        weights = read_safetensors(path, fix)
+    path = next((p for p in (os.path.join(directory, name) for name in (WEIGHTS_FILE, TORCH_WEIGHTS_FILE))
+                 if os.path.isfile(p)), None)
+    if path is not None:
+        weights = (read_safetensors if path.endswith(".safetensors") else read_torch_weights)(path, fix)
         if CONFIG_KEY not in weights:
             raise ValueError(f"'{path}' holds no {CONFIG_KEY}: it was not written by an InstancePromptModel; {fix}")
         return decode_config(weights.pop(CONFIG_KEY)), weights
