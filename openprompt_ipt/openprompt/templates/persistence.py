@@ -1,8 +1,8 @@
 """What both of our templates share: the mask check, parameter counting, save/load of only what
 they trained (safetensors) beside the arguments that rebuild them (JSON) and what they were trained with (the
-tokenizer's vocabulary, the backbone's shape, the frozen tables read from exports: another one is refused at load,
-since IPT's table is indexed by token ids and a same-shaped mismatch would give other prompts silently), and a warning when nobody
-updates their parameters (an optimizer built from the PLM's and the verbalizer's parameters only, as in
+tokenizer's vocabulary, the backbone's shape, the frozen tables read from exports: another one is refused at
+load, since IPT's table is indexed by token ids and a same-shaped mismatch would give other prompts silently),
+and a warning when nobody updates their parameters (an optimizer built from the PLM's and the verbalizer's parameters only, as in
 OpenPrompt's tutorial 1.2, trains the prompts as nothing and nothing would say so)."""
 from __future__ import annotations
 
