@@ -55,6 +55,16 @@ def test_a_head_rate_for_the_manual_verbalizer_is_a_note(tmp_path):
     assert unused_of(tmp_path, "train: {lr_head: 0.01}\n") == []  # soft_verbalizer trains at it
 
 
+def test_an_instance_rate_for_one_of_openprompts_own_templates_is_a_note(tmp_path):
+    """mixed_template / soft_template make one prompt per task: train.lr_instance reached no optimizer group."""
+    mixed = BASE.replace("template: instance_wise\ninstance_wise:", "template: mixed_template\nmixed_template:")
+    mixed = mixed.replace(", strategy: random}", "}")
+    assert unused_of(tmp_path, "train: {lr_instance: 0.01}\n", base=mixed) == [
+        "train.lr_instance = 0.01 is not used: template mixed_template has no instance-wise generator (lr_instance "
+        "is its rate)"]
+    assert unused_of(tmp_path, "train: {lr_instance: 0.01}\n") == []  # Random IPT's table trains at it
+
+
 def test_init_head_without_init_from(tmp_path):
     assert unused_of(tmp_path, "init_head: true\n") == [
         "init_head = true is not used: init_from is not set (init_head says whether the head comes from that run)"]

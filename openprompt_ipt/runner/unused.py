@@ -194,6 +194,10 @@ def _injection(section: Dict) -> str:
     return {"lpt": "late"}.get(generator, "kv" if generator == "prefix" or generator.startswith("ipt_") else "")
 
 
+OPENPROMPT_TEMPLATES = ("manual_template", "mixed_template", "ptuning_template", "soft_template", "ptr_template",
+                        "prefix_tuning_template")
+
+
 def _has_instance_prompt(cfg: Dict) -> bool:
     section = cfg.get(cfg["template"]) or {}
     if (cfg.get("peer") or {}).get("method"):
@@ -202,7 +206,8 @@ def _has_instance_prompt(cfg: Dict) -> bool:
         return section.get("strategy", "random") != "none"
     if cfg["template"] == "generated_prefix":
         return section.get("generator", "prefix") != "prefix"
-    return True  # a template of OpenPrompt's own: not ours to say
+    # OpenPrompt's own templates make one prompt per task; a template registered by a user: not ours to say
+    return cfg["template"] not in OPENPROMPT_TEMPLATES
 
 
 def _vocab_table(cfg: Dict) -> Optional[str]:
