@@ -63,6 +63,9 @@ def test_an_instance_rate_for_one_of_openprompts_own_templates_is_a_note(tmp_pat
         "train.lr_instance = 0.01 is not used: template mixed_template has no instance-wise generator (lr_instance "
         "is its rate)"]
     assert unused_of(tmp_path, "train: {lr_instance: 0.01}\n") == []  # Random IPT's table trains at it
+    assert unused_of(tmp_path, "train: {vocab_rows: seen}\n", base=mixed) == [
+        "train.vocab_rows = seen is not used: template mixed_template has no vocabulary table (vocab_rows: seen "
+        "restricts Random / Pretrained IPT's table)"]
 
 
 def test_init_head_without_init_from(tmp_path):

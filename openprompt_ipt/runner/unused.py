@@ -218,7 +218,7 @@ def _vocab_table(cfg: Dict) -> Optional[str]:
         return "yes" if section.get("strategy", "random") in ("random", "pretrained") else None
     if cfg["template"] == "generated_prefix":
         return "yes" if section.get("generator") in ("ipt_random", "ipt_pretrained") else None
-    return "unknown"
+    return None if cfg["template"] in OPENPROMPT_TEMPLATES else "unknown"
 
 
 def _method(cfg: Dict) -> str:
