@@ -230,6 +230,37 @@ def test_aggregate_never_averages_other_settings_or_a_seed_twice(tmp_path):
         aggregate([str(tmp_path / "runs_a" / "cb_pt"), str(tmp_path / "runs_c" / "cb_pt")])
 
 
+def test_sweep_tables_never_average_other_settings_or_a_seed_twice(tmp_path):
+    """The sweep table / plot put every sweep point of a task into one line: two --output-dirs of one config
+    at other settings were averaged ('n=4' over two epochs), and a copied run counted its seeds twice."""
+    import shutil
+
+    write_cb(str(tmp_path / "CB"))
+
+    def train_writing_config(shift):
+        fake = fake_train([])
+
+        def train(cfg, splits, output_dir, show_progress):  # as run_experiment: config.json beside metrics.json
+            result = fake(cfg, splits, output_dir, show_progress)
+            result["test"] = {k: v - shift for k, v in result["test"].items()}
+            with open(os.path.join(output_dir, "config.json"), "w") as f:
+                json.dump(cfg, f)
+            return result
+        return train
+
+    for out, text, shift in (("runs_a", "", 0.0), ("runs_b", "train:\n  epochs: 7\n", 0.3)):
+        cfg = load_config(yaml_config(tmp_path, text + "sweep:\n  train.lr_prompt: [0.1, 0.01]\n"))
+        run_seeds(cfg, "sw", str(tmp_path / out), [1, 2], str(tmp_path), train_fn=train_writing_config(shift),
+                  show_progress=False)
+    md = aggregate([str(tmp_path / "runs_a" / "sw"), str(tmp_path / "runs_b" / "sw")])["sweep_lr_prompt.md"]
+    assert "| Prompt Tuning [train.epochs=10] / CB (accuracy) | 90.1 ± 0.1 (n=2) | 81.2 ± 0.1 (n=2) |" in md
+    assert "| Prompt Tuning [train.epochs=7] / CB (accuracy) | 60.2 ± 0.1 (n=2) | 51.2 ± 0.1 (n=2) |" in md
+    shutil.copytree(tmp_path / "runs_a" / "sw" / "seed1" / "lr_prompt=0.1", tmp_path / "copy" / "lr_prompt=0.1")
+    with pytest.raises(ValueError, match=r"^seed 1 of 'Prompt Tuning' on cb at lr_prompt=0.1 is in two runs, "
+                                         r".*runs_a/sw/seed1/lr_prompt=0.1 and .*copy/lr_prompt=0.1, with the same"):
+        aggregate([str(tmp_path / "runs_a" / "sw"), str(tmp_path / "copy")])
+
+
 @pytest.mark.parametrize("text,match", [
     ("sweep:\n  train.lr_prompt: []\n", "sweep 'train.lr_prompt' has no values"),
     ("sweep:\n  train.lr_promt: [1, 2]\n", "unknown sweep key 'train.lr_promt' \\(did you mean 'train.lr_prompt'\\?\\)"),

@@ -17,6 +17,7 @@ from collections import OrderedDict
 from typing import Dict, List, Sequence, Tuple
 
 from .runs import mean_std
+from .sweep import point_name
 
 TASK_TITLES = {"cb": "CB", "rte": "RTE", "boolq": "BoolQ", "multirc": "MultiRC", "sst2": "SST-2", "imdb": "IMDB",
                "agnews": "AG News", "mr": "MR", "cr": "CR", "mpqa": "MPQA", "subj": "Subj", "qnli": "QNLI",
@@ -130,32 +131,48 @@ def _differing(all_settings: List[Tuple], mine: Tuple, limit: int = 3) -> str:
     return ", ".join(shown) + (f", +{len(keys) - limit} more" if len(keys) > limit else "")
 
 
-def _rows(records: List[Dict]) -> Dict[Tuple[str, str], List[Dict]]:
-    """(method label, task) -> records; two configs with the same label are told apart by config name, and
-    runs of the same name with other settings (another lr, epochs: another --output-dir) by the settings
-    that differ, so a cell only ever averages the seeds of one experiment. A seed twice in a cell (the same
-    run in two folders) would be counted twice: a ValueError naming both."""
+def _cell_labels(records: List[Dict]) -> List[str]:
+    """Each record's row label: the method label; two configs with the same label are told apart by config
+    name, and runs of the same name with other settings (another lr, epochs: another --output-dir) by the
+    settings that differ, so a cell or a sweep line only ever averages the seeds of one experiment."""
     configs: Dict[Tuple[str, str], set] = {}
     for r in records:
         configs.setdefault((method_label(r), r.get("dataset", "?")), set()).add(r.get("config_name"))
-    named: Dict[Tuple[str, str], List[Dict]] = OrderedDict()
+    named = []
     for r in records:
         label, task = method_label(r), r.get("dataset", "?")
         if len(configs[(label, task)]) > 1:
             label += f" ({r.get('config_name')})"
-        named.setdefault((label, task), []).append(r)
+        named.append(label)
+    kinds: Dict[Tuple[str, str], List] = {}
+    for r, label in zip(records, named):
+        kinds.setdefault((label, r.get("dataset", "?")), []).append(settings(r))
+    kinds = {k: list(OrderedDict.fromkeys(v)) for k, v in kinds.items()}
+    out = []
+    for r, label in zip(records, named):
+        group = kinds[(label, r.get("dataset", "?"))]
+        out.append(label + (f" [{_differing(group, settings(r))}]" if len(group) > 1 else ""))
+    return out
+
+
+def _count_once(seen: Dict, key: Tuple, r: Dict, what: str) -> None:
+    """A seed twice under one ``key`` (the same run in two folders) would be counted twice: a ValueError naming both."""
+    twin = seen.setdefault(key, {}).get(r.get("seed"))
+    if twin is not None:
+        raise ValueError(f"seed {r.get('seed')} of {what} is in two runs, {os.path.dirname(twin['_file'])} and "
+                         f"{os.path.dirname(r['_file'])}, with the same settings: a cell is a mean over seeds, so each "
+                         "seed counts once: aggregate one of them")
+    seen[key][r.get("seed")] = r
+
+
+def _rows(records: List[Dict]) -> Dict[Tuple[str, str], List[Dict]]:
+    """(row label, task) -> records (``_cell_labels``); a seed twice in a cell is an error (``_count_once``)."""
     cells: Dict[Tuple[str, str], List[Dict]] = OrderedDict()
-    for (label, task), rs in named.items():
-        kinds = list(OrderedDict.fromkeys(settings(r) for r in rs))
-        for r in rs:
-            mine = settings(r)
-            key = (label + (f" [{_differing(kinds, mine)}]" if len(kinds) > 1 else ""), task)
-            twin = next((o for o in cells.get(key, []) if o.get("seed") == r.get("seed")), None)
-            if twin is not None:
-                raise ValueError(f"seed {r.get('seed')} of '{key[0]}' on {task} is in two runs, "
-                                 f"{os.path.dirname(twin['_file'])} and {os.path.dirname(r['_file'])}, with the same "
-                                 "settings: a cell is a mean over seeds, so each seed counts once: aggregate one of them")
-            cells.setdefault(key, []).append(r)
+    seen: Dict = {}
+    for r, label in zip(records, _cell_labels(records)):
+        key = (label, r.get("dataset", "?"))
+        _count_once(seen, key, r, f"'{label}' on {key[1]}")
+        cells.setdefault(key, []).append(r)
     return cells
 
 
@@ -219,16 +236,18 @@ def table1_average(cells: Dict[Tuple[str, str], List[Dict]], method: str) -> str
 
 
 def sweep_series(records: List[Dict]) -> Dict[str, Dict]:
-    """swept key -> {series label -> {value -> [test scores over seeds]}} from sweep-point runs."""
+    """swept key -> {series label -> {value -> [test scores over seeds]}} from sweep-point runs; a line is one
+    experiment (``_cell_labels``: other settings or configs get their own line) and counts each seed once."""
+    points = [r for r in records if r["level"] == "sweep_point" and r.get("sweep_point") and "test" in r]
     out: Dict[str, Dict] = OrderedDict()
-    for r in records:
-        point = r.get("sweep_point")
-        if r["level"] != "sweep_point" or not point or "test" not in r:
-            continue
-        metric = primary_metric(r)
+    seen: Dict = {}
+    for r, row in zip(points, _cell_labels(points)):
+        point, metric = r["sweep_point"], primary_metric(r)
+        _count_once(seen, (row, r.get("dataset"), json.dumps(point, sort_keys=True)), r,
+                    f"'{row}' on {r.get('dataset')} at {point_name(point)}")
         for key, value in point.items():
             others = ", ".join(f"{k.split('.')[-1]}={v}" for k, v in point.items() if k != key)
-            label = f"{method_label(r)} / {TASK_TITLES.get(r.get('dataset'), r.get('dataset'))} ({metric})"
+            label = f"{row} / {TASK_TITLES.get(r.get('dataset'), r.get('dataset'))} ({metric})"
             label += f" [{others}]" if others else ""
             out.setdefault(key, OrderedDict()).setdefault(label, {}).setdefault(value, []).append(r["test"][metric])
     return out
