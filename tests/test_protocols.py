@@ -161,6 +161,24 @@ def test_few_shot_sweep_uses_cv_then_trains_on_k_and_early_stops_on_k(tmp_path):
     assert "(n=2)" in aggregate([str(top)])["results.md"]  # folds are not counted as seeds
 
 
+def test_few_shot_sweep_on_eval_set_never_trains_on_the_reported_split(tmp_path):
+    """few_shot + selection: on_eval_set + sweep: dev is the reported split, and the CV pool (train + dev) put
+    the official val's examples into the folds' training data; now the point is picked on it, never trained on."""
+    write_cb(str(tmp_path / "CB"))
+    cfg = load_config(yaml_config(tmp_path, "selection: on_eval_set\nprotocol:\n  name: few_shot\n  k: 4\n"
+                                  "  cv_folds: 4\nsweep:\n  train.lr_prompt: [0.1, 0.01]\n"))
+    seen = []
+
+    def train(cfg, splits, output_dir, show_progress):
+        seen.append(({e.guid for e in splits.train}, {e.guid for e in splits.test}))
+        return fake_train([])(cfg, splits, output_dir, show_progress)
+
+    summary = run_seeds(cfg, "fs", str(tmp_path / "runs"), [1], str(tmp_path), train_fn=train, show_progress=False)
+    reported = seen[-1][1]
+    assert len(reported) == 9 and all(not trained & reported for trained, _ in seen)
+    assert len(seen) == 2 and summary["per_seed"][0]["selected_point"] == {"train.lr_prompt": 0.01}
+
+
 def test_full_sweep_best_on_dev_per_seed_and_on_eval_set_is_labelled(tmp_path):
     write_cb(str(tmp_path / "CB"))
     cfg = load_config(yaml_config(tmp_path, "selection: on_eval_set\nsweep:\n  train:\n    lr_prompt: [0.1, 0.01, 0.05]\n"))

@@ -79,7 +79,9 @@ def run_one_seed(cfg: Dict, name: str, splits: Splits, seed_dir: Optional[str], 
     if not cfg.get("sweep"):
         return _label(train_fn(cfg, splits, seed_dir, show_progress), cfg, name, "seed")
     rows: List[Dict] = []
-    if cfg["protocol"]["name"] == "few_shot":  # pick the point by k-fold CV over the 2K examples
+    # few-shot: pick the point by k-fold CV over the 2K examples; under on_eval_set dev is the reported split,
+    # which CV would train on, so there the point is picked on it like the epoch (the notebook's protocol)
+    if cfg["protocol"]["name"] == "few_shot" and cfg["selection"] != "on_eval_set":
         folds = cv_folds(splits.train + splits.dev, int(cfg["protocol"]["cv_folds"]), int(cfg["seed"]))
         for point in _tqdm(points, f"seed {cfg['seed']}: CV over sweep points", show_progress):
             pcfg = apply_point(cfg, point)
