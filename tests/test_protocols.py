@@ -374,6 +374,24 @@ def test_a_sweep_or_seed_group_never_replaces_earlier_runs(tmp_path):
     assert sorted(os.listdir(runs / "sw" / "seed1")) == ["config.json", "lr_prompt=0.02", "metrics.json"]
 
 
+def test_a_seed_group_says_when_its_summary_drops_earlier_seeds(tmp_path, capsys):
+    """--seeds 3 after --seeds 1,2 in one output dir replaced summary.json (seeds 1, 2, n=2) with one of seed 3
+    alone (n=1) without a word; the documented rule stays (the latest command's seeds), now said in one line."""
+    write_cb(str(tmp_path / "CB"))
+    cfg = load_config(yaml_config(tmp_path, "sweep:\n  train.lr_prompt: [0.1, 0.01]\n"))
+    top = tmp_path / "runs" / "sw"
+    run_seeds(cfg, "sw", str(tmp_path / "runs"), [1, 2], str(tmp_path), train_fn=fake_train([]), show_progress=False)
+    run_seeds(cfg, "sw", str(tmp_path / "runs"), [1, 2, 3], str(tmp_path), train_fn=fake_train([]),
+              show_progress=False, resume=True)
+    assert "note:" not in capsys.readouterr().out  # a superset: nothing left out
+    run_seeds(cfg, "sw", str(tmp_path / "runs"), [4], str(tmp_path), train_fn=fake_train([]), show_progress=False)
+    out = capsys.readouterr().out
+    assert (f"note: {top / 'summary.json'} summarised seeds 1, 2, 3; it now summarises this command's seeds 4 "
+            f"(seeds 1, 2, 3 left out): python experiments/aggregate.py {top} averages every seed") in out
+    assert json.loads((top / "summary.json").read_text())["seeds"] == [4]
+    assert "(n=4)" in aggregate([str(top)])["results.md"]
+
+
 @pytest.mark.parametrize("protocol", ["name: low_resource\n  k: 10\n  dev_size: 8", "name: few_shot\n  k: 3"])
 def test_max_eval_caps_the_reported_split_without_changing_the_sampled_train(tmp_path, protocol):
     """dataset.max_eval (a quick run's eval cap) also capped the held-out part of the pool that few_shot /

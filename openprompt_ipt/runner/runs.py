@@ -158,6 +158,21 @@ def run_seeds(cfg: Dict, name: str, output_dir: Optional[str], seeds: Sequence[i
         return _run_seeds(cfg, name, top, seeds, root, train_fn, show_progress, resume, overwrite, list(notes))
 
 
+def say_replaced_summary(path: str, seeds: Sequence[int]) -> None:
+    """summary.json describes the seeds of the latest command (docs/training.md): when that drops seeds the
+    previous one summarised (``--seeds 3`` after ``--seeds 1,2``), one line says so and where all of them are."""
+    try:
+        with open(path) as f:
+            earlier = json.load(f).get("seeds") or []
+    except (OSError, ValueError, AttributeError):
+        return
+    dropped = [s for s in earlier if s not in seeds]
+    if dropped and int(os.environ.get("RANK", "0")) == 0:
+        print(f"note: {path} summarised seeds {', '.join(map(str, earlier))}; it now summarises this command's seeds "
+              f"{', '.join(map(str, seeds))} (seed{'s' if len(dropped) > 1 else ''} {', '.join(map(str, dropped))} "
+              f"left out): python experiments/aggregate.py {os.path.dirname(path)} averages every seed", flush=True)
+
+
 def _run_seeds(cfg, name, top, seeds, root, train_fn, show_progress, resume, overwrite, notes=()) -> Dict:
     from ..training.run_dir import check_new_runs, clear_runs
 
@@ -200,6 +215,7 @@ def _run_seeds(cfg, name, top, seeds, root, train_fn, show_progress, resume, ove
     if notes:
         summary["unused_keys"] = list(notes)
     if top:
+        say_replaced_summary(os.path.join(top, "summary.json"), seeds)
         write_json(os.path.join(top, "summary.json"), summary)
     summary["results"] = results
     return summary
