@@ -279,6 +279,19 @@ def test_sweep_tables_never_average_other_settings_or_a_seed_twice(tmp_path):
         aggregate([str(tmp_path / "runs_a" / "sw"), str(tmp_path / "copy")])
 
 
+def test_aggregate_names_the_seeds_it_leaves_out(tmp_path):
+    """A seed that failed or was killed (no metrics.json) was dropped from the mean without a word (n=2 of 3)."""
+    write_cb(str(tmp_path / "CB"))
+    cfg = load_config(yaml_config(tmp_path, "sweep:\n  train.lr_prompt: [0.1, 0.01]\n"))
+    run_seeds(cfg, "sw", str(tmp_path / "runs"), [1, 2, 3], str(tmp_path), train_fn=fake_train([]), show_progress=False)
+    top = tmp_path / "runs" / "sw"
+    os.remove(top / "seed3" / "metrics.json")  # killed after its sweep points, before the seed's result
+    md = aggregate([str(tmp_path / "runs" / "*")])["results.md"]
+    assert "(n=2)" in md
+    assert md.endswith(f"\nleft out, no metrics.json (failed or unfinished; --resume finishes them): {top / 'seed3'}\n")
+    assert "left out" not in aggregate([str(top / "seed1")])["results.md"]
+
+
 @pytest.mark.parametrize("text,match", [
     ("sweep:\n  train.lr_prompt: []\n", "sweep 'train.lr_prompt' has no values"),
     ("sweep:\n  train.lr_promt: [1, 2]\n", "unknown sweep key 'train.lr_promt' \\(did you mean 'train.lr_prompt'\\?\\)"),

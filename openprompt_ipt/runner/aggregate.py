@@ -13,6 +13,7 @@ import glob
 import io
 import json
 import os
+import re
 from collections import OrderedDict
 from typing import Dict, List, Sequence, Tuple
 
@@ -28,6 +29,7 @@ IDPG_TABLE1 = OrderedDict([("mpqa", "accuracy"), ("subj", "accuracy"), ("cr", "a
                            ("sst2", "accuracy"), ("qnli", "accuracy"), ("rte", "accuracy"), ("mrpc", "acc_and_f1"),
                            ("stsb", "pearson_spearman"), ("qqp", "acc_and_f1")])
 AVG_TITLE = "Avg (IDPG Table 1's 10 tasks)"
+_SEED_DIR = re.compile(r"seed-?\d+$")  # runs.py: <output_dir>/<config name>/seed<k>
 SWEEP_TITLES = {"prompt_length": "prompt length (cf. IPT Figure 5)",
                 "sequence_utilization_rate": "sequence utilization rate (cf. IPT Table 6)"}
 
@@ -55,6 +57,19 @@ def find_metrics(paths: Sequence[str]) -> List[str]:
     if not unique:
         raise FileNotFoundError(f"no metrics.json under {list(paths)}: point at run directories (runs/<config>)")
     return unique
+
+
+def unfinished_seeds(paths: Sequence[str]) -> List[str]:
+    """The ``seed<k>`` folders under the given run directories / globs without a metrics.json: a seed that
+    failed or is still running, which no table counts (said under results.md, never dropped without a word)."""
+    found: List[str] = []
+    for pattern in paths:
+        for m in sorted(glob.glob(pattern)) or [pattern]:
+            for dirpath, dirnames, names in os.walk(m):
+                if _SEED_DIR.match(os.path.basename(dirpath)) and "metrics.json" not in names:
+                    found.append(dirpath)
+                    dirnames[:] = []  # its sweep points / CV folds are part of it
+    return list(OrderedDict.fromkeys(found))
 
 
 def load_records(files: Sequence[str]) -> List[Dict]:
@@ -293,6 +308,9 @@ def aggregate(paths: Sequence[str], out: str | None = None) -> Dict[str, object]
     them under ``out`` (a folder) when given."""
     records = load_records(find_metrics(paths))
     md, table_csv = results_tables(records)
+    left_out = unfinished_seeds(paths)
+    if left_out:
+        md += f"\nleft out, no metrics.json (failed or unfinished; --resume finishes them): {', '.join(left_out)}\n"
     files: Dict[str, object] = OrderedDict([("results.md", md), ("results.csv", table_csv)])
     for key, series in sweep_series(records).items():
         s_md, s_csv, png = sweep_outputs(key, series)
