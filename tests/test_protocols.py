@@ -194,6 +194,20 @@ def test_full_sweep_best_on_dev_per_seed_and_on_eval_set_is_labelled(tmp_path):
     assert point["level"] == "sweep_point" and point["sweep_point"] == {"train.lr_prompt": 0.05}
 
 
+def test_a_sweep_over_a_dataset_key_trains_each_point_on_its_own_data(tmp_path):
+    """The splits were prepared once per seed, before the sweep: `sweep: dataset.max_train: [10, 40]` (a learning
+    curve) ran every point on the same 48 examples, and the sweep table showed two sizes of one run."""
+    write_cb(str(tmp_path / "CB"))
+    cfg = load_config(yaml_config(tmp_path, "sweep:\n  dataset.max_train: [10, 40]\n  dataset.max_eval: [3, 9]\n"))
+    calls = []
+    summary = run_seeds(cfg, "dsw", str(tmp_path / "runs"), [1], str(tmp_path), train_fn=fake_train(calls),
+                        show_progress=False)
+    assert [c[2:5] for c in calls] == [(7, 3, 3), (7, 3, 9), (33, 3, 3), (33, 7, 9)]
+    assert summary["per_seed"][0]["selected_point"] == {"dataset.max_train": 10, "dataset.max_eval": 3}  # a tie: the first
+    seed1 = json.loads((tmp_path / "runs" / "dsw" / "seed1" / "metrics.json").read_text())
+    assert seed1["test_cap"] == {"max_eval": 3, "kept": 3, "of": 9}  # the selected point's sample of the reported split
+
+
 def test_aggregate_tables_and_sweep_plot(tmp_path):
     write_cb(str(tmp_path / "CB"))
     calls = []

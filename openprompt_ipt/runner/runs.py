@@ -71,9 +71,23 @@ def _label(result: Dict, cfg: Dict, name: str, level: str) -> Dict:
     return label_result(result, cfg["selection"])
 
 
+def sweep_data(cfg: Dict, root: str, splits: Splits) -> Callable[[Dict], Splits]:
+    """point -> its data: ``splits`` (the seed's), or prepared again for a point that sets a ``dataset.*`` key
+    (a sweep over dataset.max_train is a learning curve: every point ran on the seed's data). Prepared now, so a
+    bad point fails before any run is written."""
+    def key(point):
+        return json.dumps(apply_point(cfg, point)["dataset"], sort_keys=True, default=str)
+
+    own = {key(p): prepare_splits(apply_point(cfg, p), root) for p in expand_grid(cfg.get("sweep") or {})
+           if any(k.split(".")[0] == "dataset" for k in p)}
+    return lambda point: own.get(key(point), splits) if point else splits
+
+
 def run_one_seed(cfg: Dict, name: str, splits: Splits, seed_dir: Optional[str], train_fn: TrainFn,
-                 show_progress: bool = True) -> Dict:
+                 show_progress: bool = True, data: Callable[[Dict], Splits] | None = None) -> Dict:
+    """``data``: a sweep point's splits (``sweep_data``); default ``splits`` for every point."""
     metric = cfg["train"]["metric"]
+    data = data or (lambda point: splits)
     points = expand_grid(cfg.get("sweep") or {})
     sub = (lambda *p: os.path.join(seed_dir, *p)) if seed_dir else (lambda *p: None)
     if not cfg.get("sweep"):
@@ -82,13 +96,13 @@ def run_one_seed(cfg: Dict, name: str, splits: Splits, seed_dir: Optional[str], 
     # few-shot: pick the point by k-fold CV over the 2K examples; under on_eval_set dev is the reported split,
     # which CV would train on, so there the point is picked on it like the epoch (the notebook's protocol)
     if cfg["protocol"]["name"] == "few_shot" and cfg["selection"] != "on_eval_set":
-        folds = cv_folds(splits.train + splits.dev, int(cfg["protocol"]["cv_folds"]), int(cfg["seed"]))
         for point in _tqdm(points, f"seed {cfg['seed']}: CV over sweep points", show_progress):
-            pcfg = apply_point(cfg, point)
+            pcfg, own = apply_point(cfg, point), data(point)
+            folds = cv_folds(own.train + own.dev, int(cfg["protocol"]["cv_folds"]), int(cfg["seed"]))
             scores = []
             for i, (tr, held) in enumerate(folds):
                 fold_dir = sub("cv", point_name(point), f"fold{i}")
-                r = train_fn(pcfg, Splits(tr, held, held, splits.labels), fold_dir, False)
+                r = train_fn(pcfg, Splits(tr, held, held, own.labels), fold_dir, False)
                 scores.append(r["best_dev"][metric])
                 if fold_dir:  # a fold's "test" is its held-out part: never a seed-level result
                     write_json(os.path.join(fold_dir, "metrics.json"),
@@ -99,12 +113,12 @@ def run_one_seed(cfg: Dict, name: str, splits: Splits, seed_dir: Optional[str], 
                 write_json(sub("cv", point_name(point), "metrics.json"), row)
             rows.append(row)
         best = select_best([r["score"] for r in rows])
-        result = train_fn(apply_point(cfg, points[best]), splits, seed_dir, show_progress)
+        result = train_fn(apply_point(cfg, points[best]), data(points[best]), seed_dir, show_progress)
     else:  # best point on dev
         results = []
         for point in _tqdm(points, f"seed {cfg['seed']}: sweep points", show_progress):
             pcfg = apply_point(cfg, point)
-            r = _label(train_fn(pcfg, splits, sub(point_name(point)), False), pcfg, name, "sweep_point")
+            r = _label(train_fn(pcfg, data(point), sub(point_name(point)), False), pcfg, name, "sweep_point")
             r["sweep_point"] = point
             if seed_dir:
                 write_json(sub(point_name(point), "metrics.json"), r)
@@ -183,14 +197,15 @@ def _run_seeds(cfg, name, top, seeds, root, train_fn, show_progress, resume, ove
         scfg["seed"] = int(seed)
         seed_dir = os.path.join(top, f"seed{seed}") if top else None  # its model / data folders: those it recorded
         record_local_paths(scfg, recorded_config(seed_dir) if resume else None, seed_dir)
-        plans.append((scfg, prepare_splits(scfg, root)))
+        splits = prepare_splits(scfg, root)
+        plans.append((scfg, splits, sweep_data(scfg, root, splits)))
     if overwrite and taken and int(os.environ.get("RANK", "0")) == 0:
         clear_runs(taken + [os.path.join(top, "summary.json")])  # the old group's summary goes with its runs
         print(f"--overwrite: removed the previous run{'s' if len(taken) > 1 else ''} in {', '.join(taken)}", flush=True)
     if int(os.environ.get("RANK", "0")) == 0:
-        for line in dict.fromkeys(s.source for _, s in plans if s.source):  # each run says where its data came from
+        for line in dict.fromkeys(s.source for _, s, _ in plans if s.source):  # each run says where its data came from
             print(line, flush=True)
-        cap = next((s.test_cap for _, s in plans if s.test_cap), None)
+        cap = next((s.test_cap for _, s, _ in plans if s.test_cap), None)
         if cap:  # a sampled test split: said before any score, and next to the test row
             print(f"test: {cap['kept']:,} of the reported split's {cap['of']:,} rows, a seeded sample "
                   f"(dataset.max_eval = {cap['max_eval']})", flush=True)
@@ -200,9 +215,10 @@ def _run_seeds(cfg, name, top, seeds, root, train_fn, show_progress, resume, ove
         if start and start.get("note"):  # Encoder IPT without its pretraining export: said first, kept in metrics.json
             print(start["note"], flush=True)
     results = []
-    for scfg, splits in _tqdm(plans, "seeds", show_progress and len(plans) > 1):
+    for scfg, splits, data in _tqdm(plans, "seeds", show_progress and len(plans) > 1):
         seed_dir = os.path.join(top, f"seed{scfg['seed']}") if top else None
-        result = run_one_seed(scfg, name, splits, seed_dir, train_fn, show_progress)
+        result = run_one_seed(scfg, name, splits, seed_dir, train_fn, show_progress, data)
+        splits = data(result.get("selected_point") or {})  # the reported run's data (a swept dataset.* key)
         result["data_source"] = splits.source
         if splits.test_cap:  # dataset.max_eval sampled the reported split: said next to its label
             result["test_cap"] = splits.test_cap
