@@ -306,6 +306,18 @@ def test_aggregate_names_the_seeds_it_leaves_out(tmp_path):
     assert "left out" not in aggregate([str(top / "seed1")])["results.md"]
 
 
+def test_aggregate_says_when_the_reported_split_was_a_max_eval_sample(tmp_path):
+    """Seeds run with dataset.max_eval (9 of the 30 val rows) were tabled as 'CB: official val', the whole split."""
+    write_cb(str(tmp_path / "CB"), n_train=90, n_val=30)
+    cfg = load_config(yaml_config(tmp_path, ""))
+    cfg["dataset"]["max_eval"] = 9
+    run_seeds(cfg, "cap", str(tmp_path / "runs"), [1, 2], str(tmp_path), train_fn=fake_train([]), show_progress=False)
+    files = aggregate([str(tmp_path / "runs" / "cap")])
+    assert "reported split — CB: official val, 9 of 30 sampled by dataset.max_eval" in files["results.md"]
+    rows = list(csv.DictReader(io.StringIO(files["results.csv"])))
+    assert {r["test_split"] for r in rows} == {"official val, 9 of 30 sampled by dataset.max_eval"}
+
+
 @pytest.mark.parametrize("text,match", [
     ("sweep:\n  train.lr_prompt: []\n", "sweep 'train.lr_prompt' has no values"),
     ("sweep:\n  train.lr_promt: [1, 2]\n", "unknown sweep key 'train.lr_promt' \\(did you mean 'train.lr_prompt'\\?\\)"),

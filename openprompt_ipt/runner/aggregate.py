@@ -18,6 +18,7 @@ from collections import OrderedDict
 from typing import Dict, List, Sequence, Tuple
 
 from .runs import mean_std
+from .selection import split_with_cap
 from .sweep import point_name
 
 TASK_TITLES = {"cb": "CB", "rte": "RTE", "boolq": "BoolQ", "multirc": "MultiRC", "sst2": "SST-2", "imdb": "IMDB",
@@ -191,6 +192,11 @@ def _rows(records: List[Dict]) -> Dict[Tuple[str, str], List[Dict]]:
     return cells
 
 
+def reported_split(rec: Dict) -> str:
+    """The reported split as the run said it, with dataset.max_eval's sample where it cut the split."""
+    return split_with_cap(rec.get("test_split", "?"), rec.get("test_cap"))
+
+
 def fmt(stats: Dict, scale: float = 100.0) -> str:
     return f"{stats['mean'] * scale:.1f} ± {stats['std'] * scale:.1f} (n={stats['n']})"
 
@@ -218,7 +224,7 @@ def results_tables(records: List[Dict]) -> Tuple[str, str]:
         if ten:
             row.append(table1_average(cells, m))
         lines.append("| " + " | ".join(row) + " |")
-    splits = sorted({f"{TASK_TITLES.get(r.get('dataset'), r.get('dataset'))}: {r.get('test_split', '?')}"
+    splits = sorted({f"{TASK_TITLES.get(r.get('dataset'), r.get('dataset'))}: {reported_split(r)}"
                      for r in seed_level})
     md = "\n".join(lines) + ("\n\nmean ± std over seeds (sample std), ×100; reported split — " + "; ".join(splits) + "\n")
     if ten:
@@ -232,7 +238,7 @@ def results_tables(records: List[Dict]) -> Tuple[str, str]:
         for metric in rs[0].get("metrics") or list(rs[0]["test"]):
             s = mean_std([r["test"][metric] for r in rs])
             w.writerow([m, t, rs[0].get("protocol", "full"), rs[0].get("selection", "held_out"),
-                        rs[0].get("test_split", ""), metric, f"{s['mean']:.6f}", f"{s['std']:.6f}", s["n"],
+                        "; ".join(dict.fromkeys(reported_split(r) for r in rs)), metric, f"{s['mean']:.6f}", f"{s['std']:.6f}", s["n"],
                         " ".join(str(r.get("seed", "")) for r in rs)])
     return md, buf.getvalue()
 
