@@ -13,7 +13,7 @@ import copy
 import json
 import math
 import os
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from ..data.prepare import Splits, prepare_splits
 from ..data.protocols import cv_folds
@@ -71,21 +71,23 @@ def _label(result: Dict, cfg: Dict, name: str, level: str) -> Dict:
     return label_result(result, cfg["selection"])
 
 
-def sweep_data(cfg: Dict, root: str, splits: Splits) -> Callable[[Dict], Splits]:
-    """point -> its data: ``splits`` (the seed's), or prepared again for a point that sets a ``dataset.*`` key
-    (a sweep over dataset.max_train is a learning curve: every point ran on the seed's data). Prepared now, so a
-    bad point fails before any run is written."""
+def seed_data(cfg: Dict, root: str) -> Tuple[Splits, Callable[[Dict], Splits]]:
+    """(the seed's splits, sweep point -> its splits): a point that sets a ``dataset.*`` key gets its own (a sweep
+    over dataset.max_train is a learning curve: every point ran on the seed's data). All prepared now, so a bad
+    point fails before any run is written."""
     def key(point):
         return json.dumps(apply_point(cfg, point)["dataset"], sort_keys=True, default=str)
 
-    own = {key(p): prepare_splits(apply_point(cfg, p), root) for p in expand_grid(cfg.get("sweep") or {})
-           if any(k.split(".")[0] == "dataset" for k in p)}
-    return lambda point: own.get(key(point), splits) if point else splits
+    prepared: Dict[str, Splits] = {}
+    for point in [{}] + expand_grid(cfg.get("sweep") or {}):
+        if key(point) not in prepared:
+            prepared[key(point)] = prepare_splits(apply_point(cfg, point), root)
+    return prepared[key({})], lambda point: prepared[key(point)]
 
 
 def run_one_seed(cfg: Dict, name: str, splits: Splits, seed_dir: Optional[str], train_fn: TrainFn,
                  show_progress: bool = True, data: Callable[[Dict], Splits] | None = None) -> Dict:
-    """``data``: a sweep point's splits (``sweep_data``); default ``splits`` for every point."""
+    """``data``: a sweep point's splits (``seed_data``); default ``splits`` for every point."""
     metric = cfg["train"]["metric"]
     data = data or (lambda point: splits)
     points = expand_grid(cfg.get("sweep") or {})
@@ -197,8 +199,7 @@ def _run_seeds(cfg, name, top, seeds, root, train_fn, show_progress, resume, ove
         scfg["seed"] = int(seed)
         seed_dir = os.path.join(top, f"seed{seed}") if top else None  # its model / data folders: those it recorded
         record_local_paths(scfg, recorded_config(seed_dir) if resume else None, seed_dir)
-        splits = prepare_splits(scfg, root)
-        plans.append((scfg, splits, sweep_data(scfg, root, splits)))
+        plans.append((scfg, *seed_data(scfg, root)))
     if overwrite and taken and int(os.environ.get("RANK", "0")) == 0:
         clear_runs(taken + [os.path.join(top, "summary.json")])  # the old group's summary goes with its runs
         print(f"--overwrite: removed the previous run{'s' if len(taken) > 1 else ''} in {', '.join(taken)}", flush=True)
