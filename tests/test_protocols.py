@@ -161,6 +161,24 @@ def test_few_shot_sweep_uses_cv_then_trains_on_k_and_early_stops_on_k(tmp_path):
     assert "(n=2)" in aggregate([str(top)])["results.md"]  # folds are not counted as seeds
 
 
+def test_few_shot_sweep_on_eval_set_never_trains_on_the_reported_split(tmp_path):
+    """few_shot + selection: on_eval_set + sweep: dev is the reported split, and the CV pool (train + dev) put
+    the official val's examples into the folds' training data; now the point is picked on it, never trained on."""
+    write_cb(str(tmp_path / "CB"))
+    cfg = load_config(yaml_config(tmp_path, "selection: on_eval_set\nprotocol:\n  name: few_shot\n  k: 4\n"
+                                  "  cv_folds: 4\nsweep:\n  train.lr_prompt: [0.1, 0.01]\n"))
+    seen = []
+
+    def train(cfg, splits, output_dir, show_progress):
+        seen.append(({e.guid for e in splits.train}, {e.guid for e in splits.test}))
+        return fake_train([])(cfg, splits, output_dir, show_progress)
+
+    summary = run_seeds(cfg, "fs", str(tmp_path / "runs"), [1], str(tmp_path), train_fn=train, show_progress=False)
+    reported = seen[-1][1]
+    assert len(reported) == 9 and all(not trained & reported for trained, _ in seen)
+    assert len(seen) == 2 and summary["per_seed"][0]["selected_point"] == {"train.lr_prompt": 0.01}
+
+
 def test_full_sweep_best_on_dev_per_seed_and_on_eval_set_is_labelled(tmp_path):
     write_cb(str(tmp_path / "CB"))
     cfg = load_config(yaml_config(tmp_path, "selection: on_eval_set\nsweep:\n  train:\n    lr_prompt: [0.1, 0.01, 0.05]\n"))
@@ -174,6 +192,20 @@ def test_full_sweep_best_on_dev_per_seed_and_on_eval_set_is_labelled(tmp_path):
     assert acc["n"] == 3 and abs(acc["mean"] - 0.902) < 1e-9 and abs(acc["std"] - 0.001) < 1e-9
     point = json.loads((tmp_path / "runs" / "full" / "seed2" / "lr_prompt=0.05" / "metrics.json").read_text())
     assert point["level"] == "sweep_point" and point["sweep_point"] == {"train.lr_prompt": 0.05}
+
+
+def test_a_sweep_over_a_dataset_key_trains_each_point_on_its_own_data(tmp_path):
+    """The splits were prepared once per seed, before the sweep: `sweep: dataset.max_train: [10, 40]` (a learning
+    curve) ran every point on the same 48 examples, and the sweep table showed two sizes of one run."""
+    write_cb(str(tmp_path / "CB"))
+    cfg = load_config(yaml_config(tmp_path, "sweep:\n  dataset.max_train: [10, 40]\n  dataset.max_eval: [3, 9]\n"))
+    calls = []
+    summary = run_seeds(cfg, "dsw", str(tmp_path / "runs"), [1], str(tmp_path), train_fn=fake_train(calls),
+                        show_progress=False)
+    assert [c[2:5] for c in calls] == [(7, 3, 3), (7, 3, 9), (33, 3, 3), (33, 7, 9)]
+    assert summary["per_seed"][0]["selected_point"] == {"dataset.max_train": 10, "dataset.max_eval": 3}  # a tie: the first
+    seed1 = json.loads((tmp_path / "runs" / "dsw" / "seed1" / "metrics.json").read_text())
+    assert seed1["test_cap"] == {"max_eval": 3, "kept": 3, "of": 9}  # the selected point's sample of the reported split
 
 
 def test_aggregate_tables_and_sweep_plot(tmp_path):
@@ -228,6 +260,62 @@ def test_aggregate_never_averages_other_settings_or_a_seed_twice(tmp_path):
     with pytest.raises(ValueError, match=r"^seed 1 of 'Prompt Tuning' on cb is in two runs, .*runs_a/cb_pt/seed1 "
                                          r"and .*runs_c/cb_pt/seed1, with the same settings: .*aggregate one of them"):
         aggregate([str(tmp_path / "runs_a" / "cb_pt"), str(tmp_path / "runs_c" / "cb_pt")])
+
+
+def test_sweep_tables_never_average_other_settings_or_a_seed_twice(tmp_path):
+    """The sweep table / plot put every sweep point of a task into one line: two --output-dirs of one config
+    at other settings were averaged ('n=4' over two epochs), and a copied run counted its seeds twice."""
+    import shutil
+
+    write_cb(str(tmp_path / "CB"))
+
+    def train_writing_config(shift):
+        fake = fake_train([])
+
+        def train(cfg, splits, output_dir, show_progress):  # as run_experiment: config.json beside metrics.json
+            result = fake(cfg, splits, output_dir, show_progress)
+            result["test"] = {k: v - shift for k, v in result["test"].items()}
+            with open(os.path.join(output_dir, "config.json"), "w") as f:
+                json.dump(cfg, f)
+            return result
+        return train
+
+    for out, text, shift in (("runs_a", "", 0.0), ("runs_b", "train:\n  epochs: 7\n", 0.3)):
+        cfg = load_config(yaml_config(tmp_path, text + "sweep:\n  train.lr_prompt: [0.1, 0.01]\n"))
+        run_seeds(cfg, "sw", str(tmp_path / out), [1, 2], str(tmp_path), train_fn=train_writing_config(shift),
+                  show_progress=False)
+    md = aggregate([str(tmp_path / "runs_a" / "sw"), str(tmp_path / "runs_b" / "sw")])["sweep_lr_prompt.md"]
+    assert "| Prompt Tuning [train.epochs=10] / CB (accuracy) | 90.1 ± 0.1 (n=2) | 81.2 ± 0.1 (n=2) |" in md
+    assert "| Prompt Tuning [train.epochs=7] / CB (accuracy) | 60.2 ± 0.1 (n=2) | 51.2 ± 0.1 (n=2) |" in md
+    shutil.copytree(tmp_path / "runs_a" / "sw" / "seed1" / "lr_prompt=0.1", tmp_path / "copy" / "lr_prompt=0.1")
+    with pytest.raises(ValueError, match=r"^seed 1 of 'Prompt Tuning' on cb at lr_prompt=0.1 is in two runs, "
+                                         r".*runs_a/sw/seed1/lr_prompt=0.1 and .*copy/lr_prompt=0.1, with the same"):
+        aggregate([str(tmp_path / "runs_a" / "sw"), str(tmp_path / "copy")])
+
+
+def test_aggregate_names_the_seeds_it_leaves_out(tmp_path):
+    """A seed that failed or was killed (no metrics.json) was dropped from the mean without a word (n=2 of 3)."""
+    write_cb(str(tmp_path / "CB"))
+    cfg = load_config(yaml_config(tmp_path, "sweep:\n  train.lr_prompt: [0.1, 0.01]\n"))
+    run_seeds(cfg, "sw", str(tmp_path / "runs"), [1, 2, 3], str(tmp_path), train_fn=fake_train([]), show_progress=False)
+    top = tmp_path / "runs" / "sw"
+    os.remove(top / "seed3" / "metrics.json")  # killed after its sweep points, before the seed's result
+    md = aggregate([str(tmp_path / "runs" / "*")])["results.md"]
+    assert "(n=2)" in md
+    assert md.endswith(f"\nleft out, no metrics.json (failed or unfinished; --resume finishes them): {top / 'seed3'}\n")
+    assert "left out" not in aggregate([str(top / "seed1")])["results.md"]
+
+
+def test_aggregate_says_when_the_reported_split_was_a_max_eval_sample(tmp_path):
+    """Seeds run with dataset.max_eval (9 of the 30 val rows) were tabled as 'CB: official val', the whole split."""
+    write_cb(str(tmp_path / "CB"), n_train=90, n_val=30)
+    cfg = load_config(yaml_config(tmp_path, ""))
+    cfg["dataset"]["max_eval"] = 9
+    run_seeds(cfg, "cap", str(tmp_path / "runs"), [1, 2], str(tmp_path), train_fn=fake_train([]), show_progress=False)
+    files = aggregate([str(tmp_path / "runs" / "cap")])
+    assert "reported split — CB: official val, 9 of 30 sampled by dataset.max_eval" in files["results.md"]
+    rows = list(csv.DictReader(io.StringIO(files["results.csv"])))
+    assert {r["test_split"] for r in rows} == {"official val, 9 of 30 sampled by dataset.max_eval"}
 
 
 @pytest.mark.parametrize("text,match", [
@@ -323,6 +411,24 @@ def test_a_sweep_or_seed_group_never_replaces_earlier_runs(tmp_path):
     run_seeds(other, "sw", str(runs), [1], str(tmp_path), train_fn=fake_train(calls), show_progress=False,
               overwrite=True)
     assert sorted(os.listdir(runs / "sw" / "seed1")) == ["config.json", "lr_prompt=0.02", "metrics.json"]
+
+
+def test_a_seed_group_says_when_its_summary_drops_earlier_seeds(tmp_path, capsys):
+    """--seeds 3 after --seeds 1,2 in one output dir replaced summary.json (seeds 1, 2, n=2) with one of seed 3
+    alone (n=1) without a word; the documented rule stays (the latest command's seeds), now said in one line."""
+    write_cb(str(tmp_path / "CB"))
+    cfg = load_config(yaml_config(tmp_path, "sweep:\n  train.lr_prompt: [0.1, 0.01]\n"))
+    top = tmp_path / "runs" / "sw"
+    run_seeds(cfg, "sw", str(tmp_path / "runs"), [1, 2], str(tmp_path), train_fn=fake_train([]), show_progress=False)
+    run_seeds(cfg, "sw", str(tmp_path / "runs"), [1, 2, 3], str(tmp_path), train_fn=fake_train([]),
+              show_progress=False, resume=True)
+    assert "note:" not in capsys.readouterr().out  # a superset: nothing left out
+    run_seeds(cfg, "sw", str(tmp_path / "runs"), [4], str(tmp_path), train_fn=fake_train([]), show_progress=False)
+    out = capsys.readouterr().out
+    assert (f"note: {top / 'summary.json'} summarised seeds 1, 2, 3; it now summarises this command's seeds 4 "
+            f"(seeds 1, 2, 3 left out): python experiments/aggregate.py {top} averages every seed") in out
+    assert json.loads((top / "summary.json").read_text())["seeds"] == [4]
+    assert "(n=4)" in aggregate([str(top)])["results.md"]
 
 
 @pytest.mark.parametrize("protocol", ["name: low_resource\n  k: 10\n  dev_size: 8", "name: few_shot\n  k: 3"])

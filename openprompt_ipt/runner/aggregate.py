@@ -13,10 +13,13 @@ import glob
 import io
 import json
 import os
+import re
 from collections import OrderedDict
 from typing import Dict, List, Sequence, Tuple
 
 from .runs import mean_std
+from .selection import split_with_cap
+from .sweep import point_name
 
 TASK_TITLES = {"cb": "CB", "rte": "RTE", "boolq": "BoolQ", "multirc": "MultiRC", "sst2": "SST-2", "imdb": "IMDB",
                "agnews": "AG News", "mr": "MR", "cr": "CR", "mpqa": "MPQA", "subj": "Subj", "qnli": "QNLI",
@@ -27,6 +30,7 @@ IDPG_TABLE1 = OrderedDict([("mpqa", "accuracy"), ("subj", "accuracy"), ("cr", "a
                            ("sst2", "accuracy"), ("qnli", "accuracy"), ("rte", "accuracy"), ("mrpc", "acc_and_f1"),
                            ("stsb", "pearson_spearman"), ("qqp", "acc_and_f1")])
 AVG_TITLE = "Avg (IDPG Table 1's 10 tasks)"
+_SEED_DIR = re.compile(r"seed-?\d+$")  # runs.py: <output_dir>/<config name>/seed<k>
 SWEEP_TITLES = {"prompt_length": "prompt length (cf. IPT Figure 5)",
                 "sequence_utilization_rate": "sequence utilization rate (cf. IPT Table 6)"}
 
@@ -54,6 +58,19 @@ def find_metrics(paths: Sequence[str]) -> List[str]:
     if not unique:
         raise FileNotFoundError(f"no metrics.json under {list(paths)}: point at run directories (runs/<config>)")
     return unique
+
+
+def unfinished_seeds(paths: Sequence[str]) -> List[str]:
+    """The ``seed<k>`` folders under the given run directories / globs without a metrics.json: a seed that
+    failed or is still running, which no table counts (said under results.md, never dropped without a word)."""
+    found: List[str] = []
+    for pattern in paths:
+        for m in sorted(glob.glob(pattern)) or [pattern]:
+            for dirpath, dirnames, names in os.walk(m):
+                if _SEED_DIR.match(os.path.basename(dirpath)) and "metrics.json" not in names:
+                    found.append(dirpath)
+                    dirnames[:] = []  # its sweep points / CV folds are part of it
+    return list(OrderedDict.fromkeys(found))
 
 
 def load_records(files: Sequence[str]) -> List[Dict]:
@@ -130,33 +147,54 @@ def _differing(all_settings: List[Tuple], mine: Tuple, limit: int = 3) -> str:
     return ", ".join(shown) + (f", +{len(keys) - limit} more" if len(keys) > limit else "")
 
 
-def _rows(records: List[Dict]) -> Dict[Tuple[str, str], List[Dict]]:
-    """(method label, task) -> records; two configs with the same label are told apart by config name, and
-    runs of the same name with other settings (another lr, epochs: another --output-dir) by the settings
-    that differ, so a cell only ever averages the seeds of one experiment. A seed twice in a cell (the same
-    run in two folders) would be counted twice: a ValueError naming both."""
+def _cell_labels(records: List[Dict]) -> List[str]:
+    """Each record's row label: the method label; two configs with the same label are told apart by config
+    name, and runs of the same name with other settings (another lr, epochs: another --output-dir) by the
+    settings that differ, so a cell or a sweep line only ever averages the seeds of one experiment."""
     configs: Dict[Tuple[str, str], set] = {}
     for r in records:
         configs.setdefault((method_label(r), r.get("dataset", "?")), set()).add(r.get("config_name"))
-    named: Dict[Tuple[str, str], List[Dict]] = OrderedDict()
+    named = []
     for r in records:
         label, task = method_label(r), r.get("dataset", "?")
         if len(configs[(label, task)]) > 1:
             label += f" ({r.get('config_name')})"
-        named.setdefault((label, task), []).append(r)
+        named.append(label)
+    kinds: Dict[Tuple[str, str], List] = {}
+    for r, label in zip(records, named):
+        kinds.setdefault((label, r.get("dataset", "?")), []).append(settings(r))
+    kinds = {k: list(OrderedDict.fromkeys(v)) for k, v in kinds.items()}
+    out = []
+    for r, label in zip(records, named):
+        group = kinds[(label, r.get("dataset", "?"))]
+        out.append(label + (f" [{_differing(group, settings(r))}]" if len(group) > 1 else ""))
+    return out
+
+
+def _count_once(seen: Dict, key: Tuple, r: Dict, what: str) -> None:
+    """A seed twice under one ``key`` (the same run in two folders) would be counted twice: a ValueError naming both."""
+    twin = seen.setdefault(key, {}).get(r.get("seed"))
+    if twin is not None:
+        raise ValueError(f"seed {r.get('seed')} of {what} is in two runs, {os.path.dirname(twin['_file'])} and "
+                         f"{os.path.dirname(r['_file'])}, with the same settings: a cell is a mean over seeds, so each "
+                         "seed counts once: aggregate one of them")
+    seen[key][r.get("seed")] = r
+
+
+def _rows(records: List[Dict]) -> Dict[Tuple[str, str], List[Dict]]:
+    """(row label, task) -> records (``_cell_labels``); a seed twice in a cell is an error (``_count_once``)."""
     cells: Dict[Tuple[str, str], List[Dict]] = OrderedDict()
-    for (label, task), rs in named.items():
-        kinds = list(OrderedDict.fromkeys(settings(r) for r in rs))
-        for r in rs:
-            mine = settings(r)
-            key = (label + (f" [{_differing(kinds, mine)}]" if len(kinds) > 1 else ""), task)
-            twin = next((o for o in cells.get(key, []) if o.get("seed") == r.get("seed")), None)
-            if twin is not None:
-                raise ValueError(f"seed {r.get('seed')} of '{key[0]}' on {task} is in two runs, "
-                                 f"{os.path.dirname(twin['_file'])} and {os.path.dirname(r['_file'])}, with the same "
-                                 "settings: a cell is a mean over seeds, so each seed counts once: aggregate one of them")
-            cells.setdefault(key, []).append(r)
+    seen: Dict = {}
+    for r, label in zip(records, _cell_labels(records)):
+        key = (label, r.get("dataset", "?"))
+        _count_once(seen, key, r, f"'{label}' on {key[1]}")
+        cells.setdefault(key, []).append(r)
     return cells
+
+
+def reported_split(rec: Dict) -> str:
+    """The reported split as the run said it, with dataset.max_eval's sample where it cut the split."""
+    return split_with_cap(rec.get("test_split", "?"), rec.get("test_cap"))
 
 
 def fmt(stats: Dict, scale: float = 100.0) -> str:
@@ -186,7 +224,7 @@ def results_tables(records: List[Dict]) -> Tuple[str, str]:
         if ten:
             row.append(table1_average(cells, m))
         lines.append("| " + " | ".join(row) + " |")
-    splits = sorted({f"{TASK_TITLES.get(r.get('dataset'), r.get('dataset'))}: {r.get('test_split', '?')}"
+    splits = sorted({f"{TASK_TITLES.get(r.get('dataset'), r.get('dataset'))}: {reported_split(r)}"
                      for r in seed_level})
     md = "\n".join(lines) + ("\n\nmean ± std over seeds (sample std), ×100; reported split — " + "; ".join(splits) + "\n")
     if ten:
@@ -200,7 +238,7 @@ def results_tables(records: List[Dict]) -> Tuple[str, str]:
         for metric in rs[0].get("metrics") or list(rs[0]["test"]):
             s = mean_std([r["test"][metric] for r in rs])
             w.writerow([m, t, rs[0].get("protocol", "full"), rs[0].get("selection", "held_out"),
-                        rs[0].get("test_split", ""), metric, f"{s['mean']:.6f}", f"{s['std']:.6f}", s["n"],
+                        "; ".join(dict.fromkeys(reported_split(r) for r in rs)), metric, f"{s['mean']:.6f}", f"{s['std']:.6f}", s["n"],
                         " ".join(str(r.get("seed", "")) for r in rs)])
     return md, buf.getvalue()
 
@@ -219,16 +257,18 @@ def table1_average(cells: Dict[Tuple[str, str], List[Dict]], method: str) -> str
 
 
 def sweep_series(records: List[Dict]) -> Dict[str, Dict]:
-    """swept key -> {series label -> {value -> [test scores over seeds]}} from sweep-point runs."""
+    """swept key -> {series label -> {value -> [test scores over seeds]}} from sweep-point runs; a line is one
+    experiment (``_cell_labels``: other settings or configs get their own line) and counts each seed once."""
+    points = [r for r in records if r["level"] == "sweep_point" and r.get("sweep_point") and "test" in r]
     out: Dict[str, Dict] = OrderedDict()
-    for r in records:
-        point = r.get("sweep_point")
-        if r["level"] != "sweep_point" or not point or "test" not in r:
-            continue
-        metric = primary_metric(r)
+    seen: Dict = {}
+    for r, row in zip(points, _cell_labels(points)):
+        point, metric = r["sweep_point"], primary_metric(r)
+        _count_once(seen, (row, r.get("dataset"), json.dumps(point, sort_keys=True)), r,
+                    f"'{row}' on {r.get('dataset')} at {point_name(point)}")
         for key, value in point.items():
             others = ", ".join(f"{k.split('.')[-1]}={v}" for k, v in point.items() if k != key)
-            label = f"{method_label(r)} / {TASK_TITLES.get(r.get('dataset'), r.get('dataset'))} ({metric})"
+            label = f"{row} / {TASK_TITLES.get(r.get('dataset'), r.get('dataset'))} ({metric})"
             label += f" [{others}]" if others else ""
             out.setdefault(key, OrderedDict()).setdefault(label, {}).setdefault(value, []).append(r["test"][metric])
     return out
@@ -274,6 +314,9 @@ def aggregate(paths: Sequence[str], out: str | None = None) -> Dict[str, object]
     them under ``out`` (a folder) when given."""
     records = load_records(find_metrics(paths))
     md, table_csv = results_tables(records)
+    left_out = unfinished_seeds(paths)
+    if left_out:
+        md += f"\nleft out, no metrics.json (failed or unfinished; --resume finishes them): {', '.join(left_out)}\n"
     files: Dict[str, object] = OrderedDict([("results.md", md), ("results.csv", table_csv)])
     for key, series in sweep_series(records).items():
         s_md, s_csv, png = sweep_outputs(key, series)

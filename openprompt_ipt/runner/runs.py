@@ -13,7 +13,7 @@ import copy
 import json
 import math
 import os
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from ..data.prepare import Splits, prepare_splits
 from ..data.protocols import cv_folds
@@ -71,22 +71,40 @@ def _label(result: Dict, cfg: Dict, name: str, level: str) -> Dict:
     return label_result(result, cfg["selection"])
 
 
+def seed_data(cfg: Dict, root: str) -> Tuple[Splits, Callable[[Dict], Splits]]:
+    """(the seed's splits, sweep point -> its splits): a point that sets a ``dataset.*`` key gets its own (a sweep
+    over dataset.max_train is a learning curve: every point ran on the seed's data). All prepared now, so a bad
+    point fails before any run is written."""
+    def key(point):
+        return json.dumps(apply_point(cfg, point)["dataset"], sort_keys=True, default=str)
+
+    prepared: Dict[str, Splits] = {}
+    for point in [{}] + expand_grid(cfg.get("sweep") or {}):
+        if key(point) not in prepared:
+            prepared[key(point)] = prepare_splits(apply_point(cfg, point), root)
+    return prepared[key({})], lambda point: prepared[key(point)]
+
+
 def run_one_seed(cfg: Dict, name: str, splits: Splits, seed_dir: Optional[str], train_fn: TrainFn,
-                 show_progress: bool = True) -> Dict:
+                 show_progress: bool = True, data: Callable[[Dict], Splits] | None = None) -> Dict:
+    """``data``: a sweep point's splits (``seed_data``); default ``splits`` for every point."""
     metric = cfg["train"]["metric"]
+    data = data or (lambda point: splits)
     points = expand_grid(cfg.get("sweep") or {})
     sub = (lambda *p: os.path.join(seed_dir, *p)) if seed_dir else (lambda *p: None)
     if not cfg.get("sweep"):
         return _label(train_fn(cfg, splits, seed_dir, show_progress), cfg, name, "seed")
     rows: List[Dict] = []
-    if cfg["protocol"]["name"] == "few_shot":  # pick the point by k-fold CV over the 2K examples
-        folds = cv_folds(splits.train + splits.dev, int(cfg["protocol"]["cv_folds"]), int(cfg["seed"]))
+    # few-shot: pick the point by k-fold CV over the 2K examples; under on_eval_set dev is the reported split,
+    # which CV would train on, so there the point is picked on it like the epoch (the notebook's protocol)
+    if cfg["protocol"]["name"] == "few_shot" and cfg["selection"] != "on_eval_set":
         for point in _tqdm(points, f"seed {cfg['seed']}: CV over sweep points", show_progress):
-            pcfg = apply_point(cfg, point)
+            pcfg, own = apply_point(cfg, point), data(point)
+            folds = cv_folds(own.train + own.dev, int(cfg["protocol"]["cv_folds"]), int(cfg["seed"]))
             scores = []
             for i, (tr, held) in enumerate(folds):
                 fold_dir = sub("cv", point_name(point), f"fold{i}")
-                r = train_fn(pcfg, Splits(tr, held, held, splits.labels), fold_dir, False)
+                r = train_fn(pcfg, Splits(tr, held, held, own.labels), fold_dir, False)
                 scores.append(r["best_dev"][metric])
                 if fold_dir:  # a fold's "test" is its held-out part: never a seed-level result
                     write_json(os.path.join(fold_dir, "metrics.json"),
@@ -97,12 +115,12 @@ def run_one_seed(cfg: Dict, name: str, splits: Splits, seed_dir: Optional[str], 
                 write_json(sub("cv", point_name(point), "metrics.json"), row)
             rows.append(row)
         best = select_best([r["score"] for r in rows])
-        result = train_fn(apply_point(cfg, points[best]), splits, seed_dir, show_progress)
+        result = train_fn(apply_point(cfg, points[best]), data(points[best]), seed_dir, show_progress)
     else:  # best point on dev
         results = []
         for point in _tqdm(points, f"seed {cfg['seed']}: sweep points", show_progress):
             pcfg = apply_point(cfg, point)
-            r = _label(train_fn(pcfg, splits, sub(point_name(point)), False), pcfg, name, "sweep_point")
+            r = _label(train_fn(pcfg, data(point), sub(point_name(point)), False), pcfg, name, "sweep_point")
             r["sweep_point"] = point
             if seed_dir:
                 write_json(sub(point_name(point), "metrics.json"), r)
@@ -156,6 +174,21 @@ def run_seeds(cfg: Dict, name: str, output_dir: Optional[str], seeds: Sequence[i
         return _run_seeds(cfg, name, top, seeds, root, train_fn, show_progress, resume, overwrite, list(notes))
 
 
+def say_replaced_summary(path: str, seeds: Sequence[int]) -> None:
+    """summary.json describes the seeds of the latest command (docs/training.md): when that drops seeds the
+    previous one summarised (``--seeds 3`` after ``--seeds 1,2``), one line says so and where all of them are."""
+    try:
+        with open(path) as f:
+            earlier = json.load(f).get("seeds") or []
+    except (OSError, ValueError, AttributeError):
+        return
+    dropped = [s for s in earlier if s not in seeds]
+    if dropped and int(os.environ.get("RANK", "0")) == 0:
+        print(f"note: {path} summarised seeds {', '.join(map(str, earlier))}; it now summarises this command's seeds "
+              f"{', '.join(map(str, seeds))} (seed{'s' if len(dropped) > 1 else ''} {', '.join(map(str, dropped))} "
+              f"left out): python experiments/aggregate.py {os.path.dirname(path)} averages every seed", flush=True)
+
+
 def _run_seeds(cfg, name, top, seeds, root, train_fn, show_progress, resume, overwrite, notes=()) -> Dict:
     from ..training.run_dir import check_new_runs, clear_runs
 
@@ -166,14 +199,14 @@ def _run_seeds(cfg, name, top, seeds, root, train_fn, show_progress, resume, ove
         scfg["seed"] = int(seed)
         seed_dir = os.path.join(top, f"seed{seed}") if top else None  # its model / data folders: those it recorded
         record_local_paths(scfg, recorded_config(seed_dir) if resume else None, seed_dir)
-        plans.append((scfg, prepare_splits(scfg, root)))
+        plans.append((scfg, *seed_data(scfg, root)))
     if overwrite and taken and int(os.environ.get("RANK", "0")) == 0:
         clear_runs(taken + [os.path.join(top, "summary.json")])  # the old group's summary goes with its runs
         print(f"--overwrite: removed the previous run{'s' if len(taken) > 1 else ''} in {', '.join(taken)}", flush=True)
     if int(os.environ.get("RANK", "0")) == 0:
-        for line in dict.fromkeys(s.source for _, s in plans if s.source):  # each run says where its data came from
+        for line in dict.fromkeys(s.source for _, s, _ in plans if s.source):  # each run says where its data came from
             print(line, flush=True)
-        cap = next((s.test_cap for _, s in plans if s.test_cap), None)
+        cap = next((s.test_cap for _, s, _ in plans if s.test_cap), None)
         if cap:  # a sampled test split: said before any score, and next to the test row
             print(f"test: {cap['kept']:,} of the reported split's {cap['of']:,} rows, a seeded sample "
                   f"(dataset.max_eval = {cap['max_eval']})", flush=True)
@@ -183,9 +216,10 @@ def _run_seeds(cfg, name, top, seeds, root, train_fn, show_progress, resume, ove
         if start and start.get("note"):  # Encoder IPT without its pretraining export: said first, kept in metrics.json
             print(start["note"], flush=True)
     results = []
-    for scfg, splits in _tqdm(plans, "seeds", show_progress and len(plans) > 1):
+    for scfg, splits, data in _tqdm(plans, "seeds", show_progress and len(plans) > 1):
         seed_dir = os.path.join(top, f"seed{scfg['seed']}") if top else None
-        result = run_one_seed(scfg, name, splits, seed_dir, train_fn, show_progress)
+        result = run_one_seed(scfg, name, splits, seed_dir, train_fn, show_progress, data)
+        splits = data(result.get("selected_point") or {})  # the reported run's data (a swept dataset.* key)
         result["data_source"] = splits.source
         if splits.test_cap:  # dataset.max_eval sampled the reported split: said next to its label
             result["test_cap"] = splits.test_cap
@@ -198,6 +232,7 @@ def _run_seeds(cfg, name, top, seeds, root, train_fn, show_progress, resume, ove
     if notes:
         summary["unused_keys"] = list(notes)
     if top:
+        say_replaced_summary(os.path.join(top, "summary.json"), seeds)
         write_json(os.path.join(top, "summary.json"), summary)
     summary["results"] = results
     return summary
