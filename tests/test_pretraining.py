@@ -256,6 +256,30 @@ def test_interrupted_run_resumes_or_refuses(bert, tiny_dir, data_dir, hf_cache, 
     assert os.path.isfile(os.path.join(out, "DONE")) and not os.path.exists(out + ".partial")
 
 
+def test_a_resumed_run_ends_where_the_uninterrupted_run_ends(bert, tiny_dir, data_dir, hf_cache, tmp_path):
+    """Dropout draws from torch's RNG: a resumed run must continue that stream, not restart it, or the export of
+    an interrupted-and-resumed command differs from the same command run through."""
+    from safetensors.torch import load_file
+
+    cfg = pipeline_cfg(tmp_path, data_dir, os.path.join(tiny_dir, "bert"), epochs=3, patience=3)
+    cfg["classifier"]["dropout"] = 0.3
+
+    def interrupt_after_epoch_1(line):
+        if str(line).startswith("epoch 1:"):
+            raise KeyboardInterrupt
+
+    whole, resumed = str(tmp_path / "whole"), str(tmp_path / "resumed")
+    run_pretraining(cfg, data_dir, whole, show_progress=False, cache_dir=hf_cache, log=lambda *_: None)
+    with pytest.raises(KeyboardInterrupt):
+        run_pretraining(cfg, data_dir, resumed, show_progress=False, cache_dir=hf_cache, log=interrupt_after_epoch_1)
+    torch.manual_seed(123)  # whatever the process drew meanwhile
+    run_pretraining(cfg, data_dir, resumed, show_progress=False, cache_dir=hf_cache, log=lambda *_: None, resume=True)
+    a, b = (load_file(os.path.join(d, "classifier.safetensors")) for d in (whole, resumed))
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    ma, mb = (json.load(open(os.path.join(d, "metrics.json"))) for d in (whole, resumed))
+    assert [r["train_loss"] for r in ma["history"]] == [r["train_loss"] for r in mb["history"]]
+
+
 def test_table_for_another_tokenizer_is_refused(bert, plm, tmp_path):
     model, tok = bert
     path = str(tmp_path / "t.safetensors")
