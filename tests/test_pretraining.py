@@ -136,6 +136,33 @@ def test_category_without_examples(bert, data_dir, hf_cache):
         build_corpus(parse_mapping(m), tok, data_dir, cache_dir=hf_cache, log=lambda *_: None)
 
 
+def test_a_mapping_of_one_category_is_refused(bert, data_dir, hf_cache):
+    """One class trains nothing (its cross-entropy is 0 for any input) yet reported accuracy 1.0 and exported."""
+    m = mapping_dict()
+    m["categories"], m["sources"] = ["Natural and physical sciences"], [m["sources"][1]]
+    with pytest.raises(ValueError, match=r"lists 1 category \(\['Natural and physical sciences'\]\): the classifier "
+                                         "needs at least 2"):
+        parse_mapping(m)
+
+
+def test_a_model_path_without_a_tokenizer_is_one_line(tmp_path, capsys, monkeypatch):
+    """A folder that is no checkpoint, or a hub name offline: transformers' paragraph or traceback (exit 1) before."""
+    import huggingface_hub.constants
+
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    (tmp_path / "not-a-model").mkdir()
+    (tmp_path / "not-a-model" / "notes.txt").write_text("hello")
+    cfg = tmp_path / "c.yaml"
+    for model_path, match in ((str(tmp_path / "not-a-model"), "no tokenizer could be loaded from"),
+                              ("no-such-org-xyz/no-such-model", "not in the 🤗 cache, and the hub is unreachable")):
+        cfg.write_text(yaml.safe_dump({"name": "x", "plm": {"model_path": model_path}}))
+        assert load_cli().main(["--config", str(cfg), "--output-dir", str(tmp_path / "o"), "--quiet"]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("error: ") and match in err and "plm.model_path" in err and "\n" not in err, err
+        assert not os.path.exists(tmp_path / "o") and not os.path.exists(str(tmp_path / "o") + ".partial")
+
+
 def toy_corpus(seed=0, n=40):
     """Three classes with disjoint token ids: trivially separable."""
     rng = random.Random(seed)
@@ -316,7 +343,7 @@ def test_cli_bad_input_is_one_line_and_exit_2(tmp_path, capsys, overrides, match
     cfg.write_text(yaml.safe_dump({"name": "x", "plm": {"model_path": str(tmp_path / "no-such-dir" / "tok")}}))
     args = ["--config", str(cfg), "--output-dir", str(tmp_path / "o")] + sum((["--set", o] for o in overrides), [])
     if "transformer" in overrides[0]:  # needs a real tokenizer to get that far: fails on the tokenizer path first
-        match = "tokenizer directory"
+        match = "backbone directory"
     assert load_cli().main(args) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: ") and match in err and "\n" not in err

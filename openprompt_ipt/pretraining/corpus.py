@@ -65,6 +65,9 @@ def parse_mapping(raw: Dict, where: str = "<mapping>") -> Mapping:
             raise ValueError(f"{where}: unknown key '{key}'{_nearest(key, MAPPING_KEYS)}")
     cats = raw.get("categories")
     categories = resolve_categories(None if cats in (None, "all") else cats)
+    if len(categories) < 2:  # one class: cross-entropy is 0 whatever the input, nothing trains, accuracy reads 1.0
+        raise ValueError(f"{where}: 'categories:' lists {len(categories)} category ({categories}): the classifier "
+                         "needs at least 2 to learn anything; list more, or 'all'")
     sources, names = [], set()
     for i, s in enumerate(raw["sources"]):
         label = f"{where}: source #{i + 1}" + (f" '{s.get('name')}'" if isinstance(s, dict) and s.get("name") else "")

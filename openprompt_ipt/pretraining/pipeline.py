@@ -30,15 +30,21 @@ def resolve_mapping_path(path: str) -> str:
 
 
 def load_tokenizer(model_path: str):
+    """(tokenizer, path) of ``plm.model_path``; a missing folder, an uncached hub name offline or a folder
+    holding no tokenizer is one line naming the key (transformers' own errors are tracebacks or paragraphs)."""
     from transformers import AutoTokenizer
 
+    from ..runner.backbones import FIX, ensure_available
     from ..runner.plm import resolve_backbone
 
     path = resolve_backbone(model_path)
-    if os.path.sep in path and not os.path.isdir(path):
-        raise FileNotFoundError(f"tokenizer directory '{path}' does not exist: set plm.model_path to a local "
-                                "checkpoint folder, a hub name, or 'minilm'")
-    return AutoTokenizer.from_pretrained(path), path
+    ensure_available(model_path)  # a missing folder; a hub name ('org/name' too) not cached while offline
+    try:
+        return AutoTokenizer.from_pretrained(path), path
+    except (OSError, ValueError, KeyError) as e:
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0][:160]
+        raise ValueError(f"plm.model_path '{model_path}': no tokenizer could be loaded from '{path}' "
+                         f"({type(e).__name__}: {first}): {FIX}, or a hub name") from None
 
 
 def initial_embedding(init: str, path: str, dim: Optional[int], vocab: int):
