@@ -307,6 +307,35 @@ def test_a_resumed_run_ends_where_the_uninterrupted_run_ends(bert, tiny_dir, dat
     assert [r["train_loss"] for r in ma["history"]] == [r["train_loss"] for r in mb["history"]]
 
 
+def test_an_interrupted_overwrite_run_resumes_and_replaces_only_when_done(bert, tiny_dir, data_dir, hf_cache, tmp_path):
+    """`--overwrite` interrupted, then `--resume`: it was refused (a finished export is there) and the refusal's
+    advice, --overwrite, discarded the interrupted run's epochs."""
+    out, quiet = str(tmp_path / "exp"), (lambda *_: None)
+    cfg = pipeline_cfg(tmp_path, data_dir, os.path.join(tiny_dir, "bert"), epochs=3, patience=3)
+    run_pretraining(cfg, data_dir, out, show_progress=False, cache_dir=hf_cache, log=quiet)
+    old = open(os.path.join(out, "embedding.safetensors"), "rb").read()
+    cfg["seed"] = 5
+
+    def interrupt_after_epoch_1(line):
+        if str(line).startswith("epoch 1:"):
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run_pretraining(cfg, data_dir, out, overwrite=True, show_progress=False, cache_dir=hf_cache,
+                        log=interrupt_after_epoch_1)
+    assert open(os.path.join(out, "embedding.safetensors"), "rb").read() == old  # kept while unfinished
+    with pytest.raises(ValueError, match="already holds a finished run"):  # neither flag: still refused
+        run_pretraining(cfg, data_dir, out, show_progress=False, cache_dir=hf_cache, log=quiet)
+    logs = []
+    metrics = run_pretraining(cfg, data_dir, out, resume=True, show_progress=False, cache_dir=hf_cache,
+                              log=logs.append)
+    assert any("resumed after epoch 1" in str(line) for line in logs)
+    assert [r["epoch"] for r in metrics["history"]] == [1, 2, 3]
+    assert set(os.listdir(out)) >= {"DONE", "embedding.safetensors"} and "REPLACES_EXPORT" not in os.listdir(out)
+    assert open(os.path.join(out, "embedding.safetensors"), "rb").read() != old
+    assert not os.path.exists(out + ".partial") and not os.path.exists(out + ".old")
+
+
 def test_table_for_another_tokenizer_is_refused(bert, plm, tmp_path):
     model, tok = bert
     path = str(tmp_path / "t.safetensors")
