@@ -163,6 +163,20 @@ def test_a_model_path_without_a_tokenizer_is_one_line(tmp_path, capsys, monkeypa
         assert not os.path.exists(tmp_path / "o") and not os.path.exists(str(tmp_path / "o") + ".partial")
 
 
+@pytest.mark.parametrize("cap", [1, 2])
+def test_a_cap_that_leaves_no_train_split_is_refused(bert, data_dir, hf_cache, cap):
+    """cap 2: dev and test took one each, train none, and an untrained table was exported as finished; cap 1: a
+    train count of -1 and sklearn's 'Found empty input array'."""
+    _, tok = bert
+    with pytest.raises(ValueError, match=f"keeps {cap} examples \\(corpus.max_per_category={cap}\\), too few to train "
+                                         "on .*raise corpus.max_per_category to at least 3"):
+        build_corpus(parse_mapping(mapping_dict()), tok, data_dir, max_per_category=cap, min_tokens=2,
+                     cache_dir=hf_cache, log=lambda *_: None)
+    corpus = build_corpus(parse_mapping(mapping_dict()), tok, data_dir, max_per_category=3, min_tokens=2,
+                          cache_dir=hf_cache, log=lambda *_: None)
+    assert {r["train"] for r in corpus.summary["categories"].values()} == {1}
+
+
 def toy_corpus(seed=0, n=40):
     """Three classes with disjoint token ids: trivially separable."""
     rng = random.Random(seed)

@@ -289,6 +289,10 @@ def build_corpus(mapping: Mapping, tokenizer, root: str, seed: int = 42, max_len
         if cap is not None:
             group = group[:cap]
         n_tr, n_dev, _ = _split_counts(len(group), dev_fraction, test_fraction)
+        if n_tr < 1:  # dev and test take one each first: an empty train split would export an untrained table
+            raise ValueError(f"category '{c}' keeps {len(group)} examples (corpus.max_per_category={cap}), too few to "
+                             f"train on after {n_dev} dev + {len(group) - n_tr - n_dev} test: raise "
+                             "corpus.max_per_category to at least 3 (or null: no cap)")
         train += group[:n_tr]
         dev += group[n_tr:n_tr + n_dev]
         test += group[n_tr + n_dev:]
