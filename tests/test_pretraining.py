@@ -419,3 +419,32 @@ def test_visualize_representations_and_silhouettes(bert):
     scores, proj = silhouettes(reps, labels, perplexity=5)
     assert proj["prompt"]["t-SNE"].shape == (24, 2)
     assert scores["prompt"]["full_cosine"] > scores["plm_input"]["full_cosine"]
+
+
+def test_visualize_cli_refusals_are_one_line(bert, tiny_dir, tmp_path, capsys):
+    """A missing export lost its path's opening quote; --n too small for a silhouette was sklearn's PCA error; a
+    tokenizer whose vocabulary changed since the export said neither which nor what to do."""
+    from safetensors.torch import save_file
+
+    path = os.path.join(os.path.dirname(__file__), "..", "experiments", "visualize_prompts.py")
+    spec = importlib.util.spec_from_file_location("visualize_prompts", path)
+    cli = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(cli)
+    _, tok = bert
+    export = tmp_path / "exp"
+    export.mkdir()
+    (export / "DONE").write_text("complete\n")
+    rng = random.Random(0)
+    (export / "heldout_test.jsonl").write_text("".join(json.dumps({"text": sentence(rng, t), "category": t}) + "\n"
+                                                       for t in TOPICS for _ in range(4)))
+    save_file({"embedding": torch.randn(len(tok), 32)}, str(export / "embedding.safetensors"),
+              metadata={"tokenizer": os.path.join(tiny_dir, "bert"), "tokenizer_fingerprint": "0" * 16,
+                        "categories": json.dumps(list(TOPICS))})
+    for args, match in ((["--export", str(tmp_path / "nope")], f"error: '{tmp_path / 'nope'}' is not a finished export"),
+                        (["--export", str(export), "--n", "1"], "error: --n 1: the sample holds 1 sentences of 1 "
+                                                                 "categories; the silhouette needs at least 2"),
+                        (["--export", str(export)], "has another vocabulary than the one export")):
+        assert cli.main(args + ["--out", str(tmp_path / "p.png")]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("error: ") and match in err and "\n" not in err, err
+    assert not os.path.exists(tmp_path / "p.png")
