@@ -448,3 +448,26 @@ def test_visualize_cli_refusals_are_one_line(bert, tiny_dir, tmp_path, capsys):
         err = capsys.readouterr().err.strip()
         assert err.startswith("error: ") and match in err and "\n" not in err, err
     assert not os.path.exists(tmp_path / "p.png")
+
+
+def test_the_same_table_is_the_same_file(tmp_path):
+    """safetensors writes metadata in hash-map order: the same command twice gave exports of other bytes (sha256),
+    and the files came out 0600 where a run's other files are 0644."""
+    import hashlib
+
+    from safetensors import safe_open
+
+    weight = torch.arange(12, dtype=torch.float32).reshape(4, 3)
+    meta = {k: f"value {i} ünï" for i, k in enumerate("tokenizer tokenizer_path fingerprint categories corpus metrics "
+                                                        "encoder format a b c d".split())}
+    digests = set()
+    for i in range(6):
+        path = str(tmp_path / f"t{i}.safetensors")
+        save_table(path, weight, meta)
+        digests.add(hashlib.sha256(open(path, "rb").read()).hexdigest())
+        with safe_open(path, framework="pt") as f:
+            assert torch.equal(f.get_tensor("embedding"), weight) and f.metadata() == {**meta, "vocab_size": "4", "dim": "3"}
+    assert len(digests) == 1
+    mask = os.umask(0)
+    os.umask(mask)
+    assert os.stat(path).st_mode & 0o777 == 0o666 & ~mask

@@ -135,9 +135,12 @@ def finalize(work: str, out: str, keep: tuple = ()) -> None:
 def write_classifier(work: str, model, info: Dict) -> None:
     from safetensors.torch import save_file
 
+    from ..serialization import usual_mode
+
     state = {k: v.detach().contiguous().cpu() for k, v in model.state_dict().items()}
     tmp = os.path.join(work, CLASSIFIER_FILE + ".tmp")
     save_file(state, tmp, metadata={"format": "openprompt_ipt.category_classifier"})
+    usual_mode(tmp)  # safetensors creates 0600: an export is shared like the rest of the folder
     os.replace(tmp, os.path.join(work, CLASSIFIER_FILE))
     config = {"encoder": model.config.encoder_config().to_dict(), "classifier": model.config.to_dict(), **info}
     with open(os.path.join(work, CLASSIFIER_CONFIG), "w") as f:
