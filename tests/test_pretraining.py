@@ -128,6 +128,20 @@ def test_bad_mapping_is_one_clear_error(bert, data_dir, hf_cache, monkeypatch, c
         build_corpus(parse_mapping(mapping_dict(**change)), tok, data_dir, cache_dir=hf_cache, log=lambda *_: None)
 
 
+@pytest.mark.parametrize("content,match", [
+    ("", "file '.*mixed.jsonl' is empty: fill it, or remove the source"),  # was StopIteration deep in datasets
+    ('{"body": "a b c", "tag": "s"}\n{"body": broken\n',
+     r"cannot read '.*mixed.jsonl' as json \(ArrowInvalid: .*\): fix the file"),  # was DatasetGenerationError
+])
+def test_an_empty_or_broken_source_file_is_one_line(bert, hf_cache, tmp_path, content, match):
+    _, tok = bert
+    (tmp_path / "mixed.jsonl").write_text(content)
+    with pytest.raises(ValueError, match="source 'mixed': " + match) as err:
+        build_corpus(parse_mapping(mapping_dict(path=str(tmp_path / "mixed.jsonl"))), tok, str(tmp_path),
+                     cache_dir=hf_cache, log=lambda *_: None)
+    assert "\n" not in str(err.value)
+
+
 def test_category_without_examples(bert, data_dir, hf_cache):
     _, tok = bert
     m = mapping_dict()

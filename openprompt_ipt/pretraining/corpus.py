@@ -173,13 +173,24 @@ def load_source_rows(spec: SourceSpec, root: str, cache_dir: Optional[str] = Non
     fmt = spec.format or _format_of(files[0])
     if fmt is None:
         raise ValueError(f"source '{spec.name}': cannot tell the format of '{files[0]}': set format: json|csv|parquet")
+    empty = [f for f in files if os.path.getsize(f) == 0]
+    if empty:  # 🤗 datasets answers an empty file with a StopIteration / DatasetGenerationError traceback
+        raise ValueError(f"source '{spec.name}': file '{empty[0]}' is empty: fill it, or remove the source from "
+                         "the mapping")
     kwargs = dict(spec.csv_options)
     if fmt == "csv":
         if any(f.lower().endswith((".tsv", ".tsv.gz")) for f in files):
             kwargs.setdefault("sep", "\t")
         if spec.column_names:
             kwargs["column_names"] = list(spec.column_names)
-    return load_dataset(fmt, data_files=files, split="train", cache_dir=cache_dir, **kwargs)
+    try:
+        return load_dataset(fmt, data_files=files, split="train", cache_dir=cache_dir, **kwargs)
+    except Exception as e:  # a malformed file: datasets' own error is a chained traceback
+        cause = e.__cause__ or e
+        reason = (str(cause).strip().splitlines() or [type(cause).__name__])[0][:200]
+        raise ValueError(f"source '{spec.name}': cannot read {files if len(files) > 1 else repr(files[0])} as {fmt} "
+                         f"({type(cause).__name__}: {reason}): fix the file, or set format: / csv_options: in the "
+                         "mapping") from None
 
 
 def _clean(text) -> str:
