@@ -352,7 +352,8 @@ def test_an_interrupted_overwrite_run_resumes_and_replaces_only_when_done(bert, 
         run_pretraining(cfg, data_dir, out, overwrite=True, show_progress=False, cache_dir=hf_cache,
                         log=interrupt_after_epoch_1)
     assert open(os.path.join(out, "embedding.safetensors"), "rb").read() == old  # kept while unfinished
-    with pytest.raises(ValueError, match="already holds a finished run"):  # neither flag: still refused
+    with pytest.raises(ValueError, match=r"already holds an unfinished run \(an interrupted --overwrite pretraining "
+                                         "run\): --resume continues it"):  # neither flag: refused, naming --resume
         run_pretraining(cfg, data_dir, out, show_progress=False, cache_dir=hf_cache, log=quiet)
     logs = []
     metrics = run_pretraining(cfg, data_dir, out, resume=True, show_progress=False, cache_dir=hf_cache,

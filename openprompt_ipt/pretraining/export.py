@@ -73,8 +73,11 @@ def _prepare(out: str, run_config: Dict, overwrite: bool, log: Callable, resume:
     work = partial_dir(out)
     if _only_config(work):  # left by a failed start (older versions): empty
         shutil.rmtree(work)
-    replacing = resume and os.path.isfile(os.path.join(work, REPLACES))  # resuming an interrupted --overwrite run
+    pending = os.path.isfile(os.path.join(work, REPLACES))  # an interrupted --overwrite run
+    replacing = resume and pending
     if is_finished(out) and not overwrite and not replacing:
+        if pending:  # say that --resume continues it: --overwrite alone would discard its epochs
+            raise refusal(work, "unfinished", "an interrupted --overwrite pretraining run")
         raise refusal(out, "finished", f"export, {DONE} marker", resumable=False)
     if os.path.isdir(out) and os.listdir(out) and not is_finished(out) and not overwrite:
         raise ValueError(f"output directory '{out}' exists and is not a finished export (no {DONE} marker): remove "
