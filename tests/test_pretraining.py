@@ -365,6 +365,19 @@ def test_an_interrupted_overwrite_run_resumes_and_replaces_only_when_done(bert, 
     assert not os.path.exists(out + ".partial") and not os.path.exists(out + ".old")
 
 
+def test_a_bad_value_found_after_the_corpus_leaves_nothing_to_refuse(bert, tiny_dir, data_dir, hf_cache, tmp_path):
+    """train.device / classifier.pool fail only once the corpus is built: the work folder (config + corpus.pt) was
+    kept, and the corrected command was refused as 'an interrupted pretraining run' (--resume: another config)."""
+    out, quiet = str(tmp_path / "exp"), (lambda *_: None)
+    cfg = pipeline_cfg(tmp_path, data_dir, os.path.join(tiny_dir, "bert"), epochs=1, device="gpu")
+    with pytest.raises(ValueError, match="train.device = 'gpu' is not a device"):
+        run_pretraining(cfg, data_dir, out, show_progress=False, cache_dir=hf_cache, log=quiet)
+    assert not os.path.exists(out + ".partial")
+    cfg["train"]["device"] = "cpu"
+    run_pretraining(cfg, data_dir, out, show_progress=False, cache_dir=hf_cache, log=quiet)
+    assert os.path.isfile(os.path.join(out, "DONE"))
+
+
 def test_table_for_another_tokenizer_is_refused(bert, plm, tmp_path):
     model, tok = bert
     path = str(tmp_path / "t.safetensors")
@@ -395,6 +408,8 @@ def load_cli():
     (["train.epochs=1.5"], "train.epochs = 1.5 is not allowed: give an integer >= 1"),  # was a TypeError traceback
     (["train.lr=-0.001"], "train.lr = -0.001 is not allowed: give a number > 0"),
     (["classifier.dropout=1.5"], "classifier.dropout = 1.5 is not allowed: give a number in [0, 1)"),
+    (["classifier.pool=avg"], "classifier.pool must be one of ['max', 'mean'], got 'avg'"),
+    (["train.device=gpu"], "train.device = 'gpu' is not a device"),
 ])
 def test_cli_bad_input_is_one_line_and_exit_2(tmp_path, capsys, overrides, match):
     cfg = tmp_path / "c.yaml"

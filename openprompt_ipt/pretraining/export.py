@@ -54,17 +54,19 @@ def prepare_output(out: str, run_config: Dict, overwrite: bool = False, log: Cal
         raise
 
 
-def _only_config(work: str) -> bool:
-    """The work folder holds nothing but what ``_prepare`` wrote: nothing to resume."""
-    return os.path.isdir(work) and set(os.listdir(work)) <= {RUN_CONFIG, REPLACES} and RUN_CONFIG in os.listdir(work)
+def _only_config(work: str, disposable: tuple = ()) -> bool:
+    """The work folder holds nothing but what ``_prepare`` wrote (and ``disposable`` caches): nothing to resume."""
+    return os.path.isdir(work) and RUN_CONFIG in os.listdir(work) and \
+        set(os.listdir(work)) <= {RUN_CONFIG, REPLACES, *disposable}
 
 
-def abandon_if_empty(work: str, out: str) -> None:
-    """A run that failed before writing anything but its configuration (a wrong data root, say) has nothing to
-    resume: remove its work folder and lock, so that the corrected command is not refused as an interrupted run."""
+def abandon_if_empty(work: str, out: str, disposable: tuple = ()) -> None:
+    """A run that failed before writing anything but its configuration (a wrong data root, say) or a cache it
+    rebuilds in seconds (``disposable``: the corpus, before any epoch was saved) has nothing to resume: remove
+    its work folder and lock, so that the corrected command is not refused as an interrupted run."""
     from ..training.run_dir import release
 
-    if _only_config(work):
+    if _only_config(work, disposable):
         shutil.rmtree(work)
         release(out)
 

@@ -115,16 +115,20 @@ def run_pretraining(cfg: Dict, root: Optional[str] = None, output_dir: Optional[
     log(format_histogram(corpus.summary))
 
     cc = cfg["classifier"]
-    weight, dim = initial_embedding(cc["embedding_init"], tok_path, cc["dim"], len(tokenizer))
-    vocab = weight.shape[0] if weight is not None else len(tokenizer)
-    ccfg = ClassifierConfig(encoder=cc["encoder"], vocab_size=vocab, dim=dim, hidden=int(cc["hidden"]),
-                            kernel_sizes=tuple(cc["kernel_sizes"]), dropout=float(cc["dropout"]), pool=cc["pool"],
-                            num_classes=len(corpus.categories), sparse=bool(cc["sparse"]))
-    model = CategoryClassifier(ccfg, weight)
-    tcfg = PretrainConfig(**cfg["train"], seed=cfg["seed"], show_progress=show_progress)
-    log(f"training a {cc['encoder']} classifier: {sum(p.numel() for p in model.parameters()):,} parameters "
-        f"({vocab} x {dim} embedding), {len(corpus.train)} train / {len(corpus.dev)} dev / {len(corpus.test)} test")
-    result = train_classifier(model, corpus, tcfg, state_path=os.path.join(work, "train_state.pt"), log=log)
+    try:
+        weight, dim = initial_embedding(cc["embedding_init"], tok_path, cc["dim"], len(tokenizer))
+        vocab = weight.shape[0] if weight is not None else len(tokenizer)
+        ccfg = ClassifierConfig(encoder=cc["encoder"], vocab_size=vocab, dim=dim, hidden=int(cc["hidden"]),
+                                kernel_sizes=tuple(cc["kernel_sizes"]), dropout=float(cc["dropout"]), pool=cc["pool"],
+                                num_classes=len(corpus.categories), sparse=bool(cc["sparse"]))
+        model = CategoryClassifier(ccfg, weight)
+        tcfg = PretrainConfig(**cfg["train"], seed=cfg["seed"], show_progress=show_progress)
+        log(f"training a {cc['encoder']} classifier: {sum(p.numel() for p in model.parameters()):,} parameters "
+            f"({vocab} x {dim} embedding), {len(corpus.train)} train / {len(corpus.dev)} dev / {len(corpus.test)} test")
+        result = train_classifier(model, corpus, tcfg, state_path=os.path.join(work, "train_state.pt"), log=log)
+    except Exception:  # a bad value found only now (classifier.pool, train.device, ...): no epoch saved, the
+        abandon_if_empty(work, out, disposable=("corpus.pt",))  # corrected command must not meet an "interrupted run"
+        raise
 
     fingerprint = tokenizer_fingerprint(tokenizer)
     short = {s: {"accuracy": result[s]["accuracy"], "macro_f1": result[s]["macro_f1"], "n": result[s]["n"]}
