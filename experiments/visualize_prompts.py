@@ -37,11 +37,17 @@ def main(argv=None) -> int:
         if args.threads:
             torch.set_num_threads(args.threads)
         texts, labels = read_heldout(args.export, args.n, args.seed)
+        if not 2 <= len(set(labels)) < len(texts):  # what a silhouette score needs
+            raise ValueError(f"--n {args.n}: the sample holds {len(texts)} sentences of {len(set(labels))} categories; "
+                             "the silhouette needs at least 2 categories and more sentences than categories: raise --n")
         with safe_open(os.path.join(args.export, "embedding.safetensors"), framework="pt") as f:
             table, meta = f.get_tensor("embedding"), f.metadata()
         tokenizer, path = load_tokenizer(meta["tokenizer"])
         if meta.get("tokenizer_fingerprint") and meta["tokenizer_fingerprint"] != tokenizer_fingerprint(tokenizer):
-            raise ValueError(f"tokenizer '{meta['tokenizer']}' here is not the one the export was made with")
+            raise ValueError(f"tokenizer '{meta['tokenizer']}' here has another vocabulary than the one export "
+                             f"'{args.export}' was made with (fingerprint {tokenizer_fingerprint(tokenizer)} != "
+                             f"{meta['tokenizer_fingerprint']}): its table rows are token ids of that vocabulary; "
+                             "re-export it: python experiments/pretrain_categories.py ... --overwrite")
         hf_logging.set_verbosity_error()
         hf_logging.disable_progress_bar()
         plm = AutoModel.from_pretrained(path)
@@ -50,7 +56,8 @@ def main(argv=None) -> int:
         scores, proj = silhouettes(reps, labels, seed=args.seed)
         out = plot(proj, labels, categories, scores, args.out or os.path.join(args.export, "prompt_space.png"))
     except (KeyError, ValueError, FileNotFoundError, ImportError) as e:
-        print(f"error: {str(e).strip(chr(39) + chr(34))}", file=sys.stderr)
+        # KeyError's str() wraps the message in quotes: print the message itself (not a path's own quote)
+        print(f"error: {e.args[0] if isinstance(e, KeyError) and e.args else e}", file=sys.stderr)
         return 2
     print(f"{len(texts)} held-out sentences, {len(categories)} categories, L={args.prompt_length}, backbone {meta['tokenizer']}")
     print(f"{'representation':<72} {'full-dim cosine':>15} {'PCA 2-D':>8} {'t-SNE 2-D':>9}")

@@ -11,6 +11,25 @@ from typing import Iterable, Iterator
 from torch import nn
 
 
+def sorted_metadata(path: str) -> str:
+    """Rewrite a safetensors file's header with its ``__metadata__`` keys sorted, in place. safetensors writes
+    them in hash-map order, which changes from call to call: the same export would hash differently each time.
+    The header keeps its length (the same JSON, reordered, space-padded as safetensors pads it)."""
+    import struct
+
+    with open(path, "r+b") as f:
+        (n,) = struct.unpack("<Q", f.read(8))
+        header = json.loads(f.read(n))
+        if "__metadata__" not in header:
+            return path
+        header = {"__metadata__": dict(sorted(header.pop("__metadata__").items())), **header}
+        raw = json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+        if len(raw) <= n:  # else (an escaping that differs from safetensors'): keep the file as it is
+            f.seek(8)
+            f.write(raw.ljust(n, b" "))
+    return path
+
+
 def usual_mode(path: str) -> str:
     """Give ``path`` the mode every other file of a run has (0666 less the umask, e.g. 0644):
     ``safetensors.save_file`` creates its files 0600."""

@@ -128,12 +128,67 @@ def test_bad_mapping_is_one_clear_error(bert, data_dir, hf_cache, monkeypatch, c
         build_corpus(parse_mapping(mapping_dict(**change)), tok, data_dir, cache_dir=hf_cache, log=lambda *_: None)
 
 
+@pytest.mark.parametrize("content,match", [
+    ("", "file '.*mixed.jsonl' is empty: fill it, or remove the source"),  # was StopIteration deep in datasets
+    ('{"body": "a b c", "tag": "s"}\n{"body": broken\n',
+     r"cannot read '.*mixed.jsonl' as json \(ArrowInvalid: .*\): fix the file"),  # was DatasetGenerationError
+])
+def test_an_empty_or_broken_source_file_is_one_line(bert, hf_cache, tmp_path, content, match):
+    _, tok = bert
+    (tmp_path / "mixed.jsonl").write_text(content)
+    with pytest.raises(ValueError, match="source 'mixed': " + match) as err:
+        build_corpus(parse_mapping(mapping_dict(path=str(tmp_path / "mixed.jsonl"))), tok, str(tmp_path),
+                     cache_dir=hf_cache, log=lambda *_: None)
+    assert "\n" not in str(err.value)
+
+
 def test_category_without_examples(bert, data_dir, hf_cache):
     _, tok = bert
     m = mapping_dict()
     m["categories"].append("Religion and belief systems")
     with pytest.raises(ValueError, match="category 'Religion and belief systems' has no examples"):
         build_corpus(parse_mapping(m), tok, data_dir, cache_dir=hf_cache, log=lambda *_: None)
+
+
+def test_a_mapping_of_one_category_is_refused(bert, data_dir, hf_cache):
+    """One class trains nothing (its cross-entropy is 0 for any input) yet reported accuracy 1.0 and exported."""
+    m = mapping_dict()
+    m["categories"], m["sources"] = ["Natural and physical sciences"], [m["sources"][1]]
+    with pytest.raises(ValueError, match=r"lists 1 category \(\['Natural and physical sciences'\]\): the classifier "
+                                         "needs at least 2"):
+        parse_mapping(m)
+
+
+def test_a_model_path_without_a_tokenizer_is_one_line(tmp_path, capsys, monkeypatch):
+    """A folder that is no checkpoint, or a hub name offline: transformers' paragraph or traceback (exit 1) before."""
+    import huggingface_hub.constants
+
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    (tmp_path / "not-a-model").mkdir()
+    (tmp_path / "not-a-model" / "notes.txt").write_text("hello")
+    cfg = tmp_path / "c.yaml"
+    for model_path, match in ((str(tmp_path / "not-a-model"), "no tokenizer could be loaded from"),
+                              ("no-such-org-xyz/no-such-model", "not in the 🤗 cache, and the hub is unreachable")):
+        cfg.write_text(yaml.safe_dump({"name": "x", "plm": {"model_path": model_path}}))
+        assert load_cli().main(["--config", str(cfg), "--output-dir", str(tmp_path / "o"), "--quiet"]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("error: ") and match in err and "plm.model_path" in err and "\n" not in err, err
+        assert not os.path.exists(tmp_path / "o") and not os.path.exists(str(tmp_path / "o") + ".partial")
+
+
+@pytest.mark.parametrize("cap", [1, 2])
+def test_a_cap_that_leaves_no_train_split_is_refused(bert, data_dir, hf_cache, cap):
+    """cap 2: dev and test took one each, train none, and an untrained table was exported as finished; cap 1: a
+    train count of -1 and sklearn's 'Found empty input array'."""
+    _, tok = bert
+    with pytest.raises(ValueError, match=f"keeps {cap} examples \\(corpus.max_per_category={cap}\\), too few to train "
+                                         "on .*raise corpus.max_per_category to at least 3"):
+        build_corpus(parse_mapping(mapping_dict()), tok, data_dir, max_per_category=cap, min_tokens=2,
+                     cache_dir=hf_cache, log=lambda *_: None)
+    corpus = build_corpus(parse_mapping(mapping_dict()), tok, data_dir, max_per_category=3, min_tokens=2,
+                          cache_dir=hf_cache, log=lambda *_: None)
+    assert {r["train"] for r in corpus.summary["categories"].values()} == {1}
 
 
 def toy_corpus(seed=0, n=40):
@@ -256,6 +311,73 @@ def test_interrupted_run_resumes_or_refuses(bert, tiny_dir, data_dir, hf_cache, 
     assert os.path.isfile(os.path.join(out, "DONE")) and not os.path.exists(out + ".partial")
 
 
+def test_a_resumed_run_ends_where_the_uninterrupted_run_ends(bert, tiny_dir, data_dir, hf_cache, tmp_path):
+    """Dropout draws from torch's RNG: a resumed run must continue that stream, not restart it, or the export of
+    an interrupted-and-resumed command differs from the same command run through."""
+    from safetensors.torch import load_file
+
+    cfg = pipeline_cfg(tmp_path, data_dir, os.path.join(tiny_dir, "bert"), epochs=3, patience=3)
+    cfg["classifier"]["dropout"] = 0.3
+
+    def interrupt_after_epoch_1(line):
+        if str(line).startswith("epoch 1:"):
+            raise KeyboardInterrupt
+
+    whole, resumed = str(tmp_path / "whole"), str(tmp_path / "resumed")
+    run_pretraining(cfg, data_dir, whole, show_progress=False, cache_dir=hf_cache, log=lambda *_: None)
+    with pytest.raises(KeyboardInterrupt):
+        run_pretraining(cfg, data_dir, resumed, show_progress=False, cache_dir=hf_cache, log=interrupt_after_epoch_1)
+    torch.manual_seed(123)  # whatever the process drew meanwhile
+    run_pretraining(cfg, data_dir, resumed, show_progress=False, cache_dir=hf_cache, log=lambda *_: None, resume=True)
+    a, b = (load_file(os.path.join(d, "classifier.safetensors")) for d in (whole, resumed))
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    ma, mb = (json.load(open(os.path.join(d, "metrics.json"))) for d in (whole, resumed))
+    assert [r["train_loss"] for r in ma["history"]] == [r["train_loss"] for r in mb["history"]]
+
+
+def test_an_interrupted_overwrite_run_resumes_and_replaces_only_when_done(bert, tiny_dir, data_dir, hf_cache, tmp_path):
+    """`--overwrite` interrupted, then `--resume`: it was refused (a finished export is there) and the refusal's
+    advice, --overwrite, discarded the interrupted run's epochs."""
+    out, quiet = str(tmp_path / "exp"), (lambda *_: None)
+    cfg = pipeline_cfg(tmp_path, data_dir, os.path.join(tiny_dir, "bert"), epochs=3, patience=3)
+    run_pretraining(cfg, data_dir, out, show_progress=False, cache_dir=hf_cache, log=quiet)
+    old = open(os.path.join(out, "embedding.safetensors"), "rb").read()
+    cfg["seed"] = 5
+
+    def interrupt_after_epoch_1(line):
+        if str(line).startswith("epoch 1:"):
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run_pretraining(cfg, data_dir, out, overwrite=True, show_progress=False, cache_dir=hf_cache,
+                        log=interrupt_after_epoch_1)
+    assert open(os.path.join(out, "embedding.safetensors"), "rb").read() == old  # kept while unfinished
+    with pytest.raises(ValueError, match=r"already holds an unfinished run \(an interrupted --overwrite pretraining "
+                                         "run\): --resume continues it"):  # neither flag: refused, naming --resume
+        run_pretraining(cfg, data_dir, out, show_progress=False, cache_dir=hf_cache, log=quiet)
+    logs = []
+    metrics = run_pretraining(cfg, data_dir, out, resume=True, show_progress=False, cache_dir=hf_cache,
+                              log=logs.append)
+    assert any("resumed after epoch 1" in str(line) for line in logs)
+    assert [r["epoch"] for r in metrics["history"]] == [1, 2, 3]
+    assert set(os.listdir(out)) >= {"DONE", "embedding.safetensors"} and "REPLACES_EXPORT" not in os.listdir(out)
+    assert open(os.path.join(out, "embedding.safetensors"), "rb").read() != old
+    assert not os.path.exists(out + ".partial") and not os.path.exists(out + ".old")
+
+
+def test_a_bad_value_found_after_the_corpus_leaves_nothing_to_refuse(bert, tiny_dir, data_dir, hf_cache, tmp_path):
+    """train.device / classifier.pool fail only once the corpus is built: the work folder (config + corpus.pt) was
+    kept, and the corrected command was refused as 'an interrupted pretraining run' (--resume: another config)."""
+    out, quiet = str(tmp_path / "exp"), (lambda *_: None)
+    cfg = pipeline_cfg(tmp_path, data_dir, os.path.join(tiny_dir, "bert"), epochs=1, device="gpu")
+    with pytest.raises(ValueError, match="train.device = 'gpu' is not a device"):
+        run_pretraining(cfg, data_dir, out, show_progress=False, cache_dir=hf_cache, log=quiet)
+    assert not os.path.exists(out + ".partial")
+    cfg["train"]["device"] = "cpu"
+    run_pretraining(cfg, data_dir, out, show_progress=False, cache_dir=hf_cache, log=quiet)
+    assert os.path.isfile(os.path.join(out, "DONE"))
+
+
 def test_table_for_another_tokenizer_is_refused(bert, plm, tmp_path):
     model, tok = bert
     path = str(tmp_path / "t.safetensors")
@@ -286,13 +408,15 @@ def load_cli():
     (["train.epochs=1.5"], "train.epochs = 1.5 is not allowed: give an integer >= 1"),  # was a TypeError traceback
     (["train.lr=-0.001"], "train.lr = -0.001 is not allowed: give a number > 0"),
     (["classifier.dropout=1.5"], "classifier.dropout = 1.5 is not allowed: give a number in [0, 1)"),
+    (["classifier.pool=avg"], "classifier.pool must be one of ['max', 'mean'], got 'avg'"),
+    (["train.device=gpu"], "train.device = 'gpu' is not a device"),
 ])
 def test_cli_bad_input_is_one_line_and_exit_2(tmp_path, capsys, overrides, match):
     cfg = tmp_path / "c.yaml"
     cfg.write_text(yaml.safe_dump({"name": "x", "plm": {"model_path": str(tmp_path / "no-such-dir" / "tok")}}))
     args = ["--config", str(cfg), "--output-dir", str(tmp_path / "o")] + sum((["--set", o] for o in overrides), [])
     if "transformer" in overrides[0]:  # needs a real tokenizer to get that far: fails on the tokenizer path first
-        match = "tokenizer directory"
+        match = "backbone directory"
     assert load_cli().main(args) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: ") and match in err and "\n" not in err
@@ -325,3 +449,55 @@ def test_visualize_representations_and_silhouettes(bert):
     scores, proj = silhouettes(reps, labels, perplexity=5)
     assert proj["prompt"]["t-SNE"].shape == (24, 2)
     assert scores["prompt"]["full_cosine"] > scores["plm_input"]["full_cosine"]
+
+
+def test_visualize_cli_refusals_are_one_line(bert, tiny_dir, tmp_path, capsys):
+    """A missing export lost its path's opening quote; --n too small for a silhouette was sklearn's PCA error; a
+    tokenizer whose vocabulary changed since the export said neither which nor what to do."""
+    from safetensors.torch import save_file
+
+    path = os.path.join(os.path.dirname(__file__), "..", "experiments", "visualize_prompts.py")
+    spec = importlib.util.spec_from_file_location("visualize_prompts", path)
+    cli = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(cli)
+    _, tok = bert
+    export = tmp_path / "exp"
+    export.mkdir()
+    (export / "DONE").write_text("complete\n")
+    rng = random.Random(0)
+    (export / "heldout_test.jsonl").write_text("".join(json.dumps({"text": sentence(rng, t), "category": t}) + "\n"
+                                                       for t in TOPICS for _ in range(4)))
+    save_file({"embedding": torch.randn(len(tok), 32)}, str(export / "embedding.safetensors"),
+              metadata={"tokenizer": os.path.join(tiny_dir, "bert"), "tokenizer_fingerprint": "0" * 16,
+                        "categories": json.dumps(list(TOPICS))})
+    for args, match in ((["--export", str(tmp_path / "nope")], f"error: '{tmp_path / 'nope'}' is not a finished export"),
+                        (["--export", str(export), "--n", "1"], "error: --n 1: the sample holds 1 sentences of 1 "
+                                                                 "categories; the silhouette needs at least 2"),
+                        (["--export", str(export)], "has another vocabulary than the one export")):
+        assert cli.main(args + ["--out", str(tmp_path / "p.png")]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("error: ") and match in err and "\n" not in err, err
+    assert not os.path.exists(tmp_path / "p.png")
+
+
+def test_the_same_table_is_the_same_file(tmp_path):
+    """safetensors writes metadata in hash-map order: the same command twice gave exports of other bytes (sha256),
+    and the files came out 0600 where a run's other files are 0644."""
+    import hashlib
+
+    from safetensors import safe_open
+
+    weight = torch.arange(12, dtype=torch.float32).reshape(4, 3)
+    meta = {k: f"value {i} ünï" for i, k in enumerate("tokenizer tokenizer_path fingerprint categories corpus metrics "
+                                                        "encoder format a b c d".split())}
+    digests = set()
+    for i in range(6):
+        path = str(tmp_path / f"t{i}.safetensors")
+        save_table(path, weight, meta)
+        digests.add(hashlib.sha256(open(path, "rb").read()).hexdigest())
+        with safe_open(path, framework="pt") as f:
+            assert torch.equal(f.get_tensor("embedding"), weight) and f.metadata() == {**meta, "vocab_size": "4", "dim": "3"}
+    assert len(digests) == 1
+    mask = os.umask(0)
+    os.umask(mask)
+    assert os.stat(path).st_mode & 0o777 == 0o666 & ~mask

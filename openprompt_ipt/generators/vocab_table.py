@@ -97,11 +97,14 @@ def save_table(path: str, weight: torch.Tensor, metadata: dict) -> None:
     """Write an exported table atomically (a temp file renamed into place)."""
     from safetensors.torch import save_file
 
+    from ..serialization import sorted_metadata, usual_mode
+
     meta = {k: v if isinstance(v, str) else json.dumps(v) for k, v in metadata.items()}
     meta.setdefault("vocab_size", str(weight.shape[0]))
     meta.setdefault("dim", str(weight.shape[1]))
     tmp = path + ".tmp"
     save_file({TABLE_TENSOR: weight.detach().contiguous().cpu()}, tmp, metadata=meta)
+    usual_mode(sorted_metadata(tmp))  # the same table and metadata: the same bytes (and safetensors' 0600 made 0644)
     os.replace(tmp, path)
 
 

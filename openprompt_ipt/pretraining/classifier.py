@@ -14,8 +14,7 @@ import torch
 from torch import nn
 
 from ..generators.encoders import EncoderConfig, build_body
-
-POOLINGS = ("max", "mean")
+from .config import POOLINGS
 
 
 @dataclass

@@ -20,6 +20,7 @@ DEFAULTS: Dict = {
               "max_grad_norm": 5.0, "max_minutes": None, "metric": "macro_f1", "device": "cpu"},
 }
 EMBEDDING_INITS = ("plm", "random")
+POOLINGS = ("max", "mean")  # the classifier's token poolings (here, import-light, for the early check)
 
 
 def load_pretrain_config(path: str, overrides: Iterable[str] = ()) -> Dict:
@@ -36,6 +37,11 @@ def validate(cfg: Dict) -> Dict:
         raise ValueError(f"classifier.embedding_init must be one of {list(EMBEDDING_INITS)}, got '{c['embedding_init']}'")
     if cfg["train"]["metric"] not in ("accuracy", "macro_f1"):
         raise ValueError(f"train.metric must be 'accuracy' or 'macro_f1', got '{cfg['train']['metric']}'")
+    if c["pool"] not in POOLINGS:  # checked here too: before the corpus is built, not after
+        raise ValueError(f"classifier.pool must be one of {list(POOLINGS)}, got '{c['pool']}'")
+    from ..training.distributed import resolve_device
+
+    resolve_device(cfg["train"]["device"])
     return cfg
 
 

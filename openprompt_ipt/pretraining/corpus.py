@@ -65,6 +65,9 @@ def parse_mapping(raw: Dict, where: str = "<mapping>") -> Mapping:
             raise ValueError(f"{where}: unknown key '{key}'{_nearest(key, MAPPING_KEYS)}")
     cats = raw.get("categories")
     categories = resolve_categories(None if cats in (None, "all") else cats)
+    if len(categories) < 2:  # one class: cross-entropy is 0 whatever the input, nothing trains, accuracy reads 1.0
+        raise ValueError(f"{where}: 'categories:' lists {len(categories)} category ({categories}): the classifier "
+                         "needs at least 2 to learn anything; list more, or 'all'")
     sources, names = [], set()
     for i, s in enumerate(raw["sources"]):
         label = f"{where}: source #{i + 1}" + (f" '{s.get('name')}'" if isinstance(s, dict) and s.get("name") else "")
@@ -170,13 +173,24 @@ def load_source_rows(spec: SourceSpec, root: str, cache_dir: Optional[str] = Non
     fmt = spec.format or _format_of(files[0])
     if fmt is None:
         raise ValueError(f"source '{spec.name}': cannot tell the format of '{files[0]}': set format: json|csv|parquet")
+    empty = [f for f in files if os.path.getsize(f) == 0]
+    if empty:  # 🤗 datasets answers an empty file with a StopIteration / DatasetGenerationError traceback
+        raise ValueError(f"source '{spec.name}': file '{empty[0]}' is empty: fill it, or remove the source from "
+                         "the mapping")
     kwargs = dict(spec.csv_options)
     if fmt == "csv":
         if any(f.lower().endswith((".tsv", ".tsv.gz")) for f in files):
             kwargs.setdefault("sep", "\t")
         if spec.column_names:
             kwargs["column_names"] = list(spec.column_names)
-    return load_dataset(fmt, data_files=files, split="train", cache_dir=cache_dir, **kwargs)
+    try:
+        return load_dataset(fmt, data_files=files, split="train", cache_dir=cache_dir, **kwargs)
+    except Exception as e:  # a malformed file: datasets' own error is a chained traceback
+        cause = e.__cause__ or e
+        reason = (str(cause).strip().splitlines() or [type(cause).__name__])[0][:200]
+        raise ValueError(f"source '{spec.name}': cannot read {files if len(files) > 1 else repr(files[0])} as {fmt} "
+                         f"({type(cause).__name__}: {reason}): fix the file, or set format: / csv_options: in the "
+                         "mapping") from None
 
 
 def _clean(text) -> str:
@@ -286,6 +300,10 @@ def build_corpus(mapping: Mapping, tokenizer, root: str, seed: int = 42, max_len
         if cap is not None:
             group = group[:cap]
         n_tr, n_dev, _ = _split_counts(len(group), dev_fraction, test_fraction)
+        if n_tr < 1:  # dev and test take one each first: an empty train split would export an untrained table
+            raise ValueError(f"category '{c}' keeps {len(group)} examples (corpus.max_per_category={cap}), too few to "
+                             f"train on after {n_dev} dev + {len(group) - n_tr - n_dev} test: raise "
+                             "corpus.max_per_category to at least 3 (or null: no cap)")
         train += group[:n_tr]
         dev += group[n_tr:n_tr + n_dev]
         test += group[n_tr + n_dev:]

@@ -23,6 +23,7 @@ from typing import Callable, Dict, Optional
 from ..runner.init_prompt import DONE  # noqa: F401  (the finished-export marker init_prompt_from checks)
 
 RUN_CONFIG = "run_config.json"
+REPLACES = "REPLACES_EXPORT"  # in <out>.partial: begun with --overwrite, so finishing it may replace the export
 TABLE_FILE, CLASSIFIER_FILE, CLASSIFIER_CONFIG = "embedding.safetensors", "classifier.safetensors", "classifier.json"
 
 
@@ -53,21 +54,32 @@ def prepare_output(out: str, run_config: Dict, overwrite: bool = False, log: Cal
         raise
 
 
-def abandon_if_empty(work: str, out: str) -> None:
-    """A run that failed before writing anything but its configuration (a wrong data root, say) has nothing to
-    resume: remove its work folder and lock, so that the corrected command is not refused as an interrupted run."""
+def _only_config(work: str, disposable: tuple = ()) -> bool:
+    """The work folder holds nothing but what ``_prepare`` wrote (and ``disposable`` caches): nothing to resume."""
+    return os.path.isdir(work) and RUN_CONFIG in os.listdir(work) and \
+        set(os.listdir(work)) <= {RUN_CONFIG, REPLACES, *disposable}
+
+
+def abandon_if_empty(work: str, out: str, disposable: tuple = ()) -> None:
+    """A run that failed before writing anything but its configuration (a wrong data root, say) or a cache it
+    rebuilds in seconds (``disposable``: the corpus, before any epoch was saved) has nothing to resume: remove
+    its work folder and lock, so that the corrected command is not refused as an interrupted run."""
     from ..training.run_dir import release
 
-    if os.path.isdir(work) and os.listdir(work) == [RUN_CONFIG]:
+    if _only_config(work, disposable):
         shutil.rmtree(work)
         release(out)
 
 
 def _prepare(out: str, run_config: Dict, overwrite: bool, log: Callable, resume: bool, refusal) -> str:
     work = partial_dir(out)
-    if os.path.isdir(work) and os.listdir(work) == [RUN_CONFIG]:  # left by a failed start (older versions): empty
+    if _only_config(work):  # left by a failed start (older versions): empty
         shutil.rmtree(work)
-    if is_finished(out) and not overwrite:
+    pending = os.path.isfile(os.path.join(work, REPLACES))  # an interrupted --overwrite run
+    replacing = resume and pending
+    if is_finished(out) and not overwrite and not replacing:
+        if pending:  # say that --resume continues it: --overwrite alone would discard its epochs
+            raise refusal(work, "unfinished", "an interrupted --overwrite pretraining run")
         raise refusal(out, "finished", f"export, {DONE} marker", resumable=False)
     if os.path.isdir(out) and os.listdir(out) and not is_finished(out) and not overwrite:
         raise ValueError(f"output directory '{out}' exists and is not a finished export (no {DONE} marker): remove "
@@ -88,18 +100,21 @@ def _prepare(out: str, run_config: Dict, overwrite: bool, log: Callable, resume:
             raise ValueError(f"'{work}' holds an interrupted run with a different configuration: rerun with the same "
                              "configuration to resume it, or pass --overwrite to discard it and start over")
         else:
-            log(f"resuming the interrupted run in {work}")
+            log(f"resuming the interrupted run in {work}" + (f" (begun with --overwrite: '{out}' is replaced when it "
+                                                             "finishes)" if replacing else ""))
     elif resume:
         log(f"nothing to resume in {work}: training from the start")
     os.makedirs(work, exist_ok=True)
     with open(os.path.join(work, RUN_CONFIG), "w") as f:
         json.dump(run_config, f, indent=2, sort_keys=True)
+    if overwrite and is_finished(out):  # the consent to replace it outlives an interruption (--resume keeps it)
+        open(os.path.join(work, REPLACES), "w").close()
     return work
 
 
 def finalize(work: str, out: str, keep: tuple = ()) -> None:
     """Write ``DONE`` last, then move the folder into place (an old export is replaced only now)."""
-    for name in ("train_state.pt", "corpus.pt"):
+    for name in ("train_state.pt", "corpus.pt", REPLACES):
         path = os.path.join(work, name)
         if os.path.exists(path) and name not in keep:
             os.remove(path)
@@ -125,9 +140,12 @@ def finalize(work: str, out: str, keep: tuple = ()) -> None:
 def write_classifier(work: str, model, info: Dict) -> None:
     from safetensors.torch import save_file
 
+    from ..serialization import usual_mode
+
     state = {k: v.detach().contiguous().cpu() for k, v in model.state_dict().items()}
     tmp = os.path.join(work, CLASSIFIER_FILE + ".tmp")
     save_file(state, tmp, metadata={"format": "openprompt_ipt.category_classifier"})
+    usual_mode(tmp)  # safetensors creates 0600: an export is shared like the rest of the folder
     os.replace(tmp, os.path.join(work, CLASSIFIER_FILE))
     config = {"encoder": model.config.encoder_config().to_dict(), "classifier": model.config.to_dict(), **info}
     with open(os.path.join(work, CLASSIFIER_CONFIG), "w") as f:

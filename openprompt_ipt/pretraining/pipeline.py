@@ -30,15 +30,21 @@ def resolve_mapping_path(path: str) -> str:
 
 
 def load_tokenizer(model_path: str):
+    """(tokenizer, path) of ``plm.model_path``; a missing folder, an uncached hub name offline or a folder
+    holding no tokenizer is one line naming the key (transformers' own errors are tracebacks or paragraphs)."""
     from transformers import AutoTokenizer
 
+    from ..runner.backbones import FIX, ensure_available
     from ..runner.plm import resolve_backbone
 
     path = resolve_backbone(model_path)
-    if os.path.sep in path and not os.path.isdir(path):
-        raise FileNotFoundError(f"tokenizer directory '{path}' does not exist: set plm.model_path to a local "
-                                "checkpoint folder, a hub name, or 'minilm'")
-    return AutoTokenizer.from_pretrained(path), path
+    ensure_available(model_path)  # a missing folder; a hub name ('org/name' too) not cached while offline
+    try:
+        return AutoTokenizer.from_pretrained(path), path
+    except (OSError, ValueError, KeyError) as e:
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0][:160]
+        raise ValueError(f"plm.model_path '{model_path}': no tokenizer could be loaded from '{path}' "
+                         f"({type(e).__name__}: {first}): {FIX}, or a hub name") from None
 
 
 def initial_embedding(init: str, path: str, dim: Optional[int], vocab: int):
@@ -109,16 +115,20 @@ def run_pretraining(cfg: Dict, root: Optional[str] = None, output_dir: Optional[
     log(format_histogram(corpus.summary))
 
     cc = cfg["classifier"]
-    weight, dim = initial_embedding(cc["embedding_init"], tok_path, cc["dim"], len(tokenizer))
-    vocab = weight.shape[0] if weight is not None else len(tokenizer)
-    ccfg = ClassifierConfig(encoder=cc["encoder"], vocab_size=vocab, dim=dim, hidden=int(cc["hidden"]),
-                            kernel_sizes=tuple(cc["kernel_sizes"]), dropout=float(cc["dropout"]), pool=cc["pool"],
-                            num_classes=len(corpus.categories), sparse=bool(cc["sparse"]))
-    model = CategoryClassifier(ccfg, weight)
-    tcfg = PretrainConfig(**cfg["train"], seed=cfg["seed"], show_progress=show_progress)
-    log(f"training a {cc['encoder']} classifier: {sum(p.numel() for p in model.parameters()):,} parameters "
-        f"({vocab} x {dim} embedding), {len(corpus.train)} train / {len(corpus.dev)} dev / {len(corpus.test)} test")
-    result = train_classifier(model, corpus, tcfg, state_path=os.path.join(work, "train_state.pt"), log=log)
+    try:
+        weight, dim = initial_embedding(cc["embedding_init"], tok_path, cc["dim"], len(tokenizer))
+        vocab = weight.shape[0] if weight is not None else len(tokenizer)
+        ccfg = ClassifierConfig(encoder=cc["encoder"], vocab_size=vocab, dim=dim, hidden=int(cc["hidden"]),
+                                kernel_sizes=tuple(cc["kernel_sizes"]), dropout=float(cc["dropout"]), pool=cc["pool"],
+                                num_classes=len(corpus.categories), sparse=bool(cc["sparse"]))
+        model = CategoryClassifier(ccfg, weight)
+        tcfg = PretrainConfig(**cfg["train"], seed=cfg["seed"], show_progress=show_progress)
+        log(f"training a {cc['encoder']} classifier: {sum(p.numel() for p in model.parameters()):,} parameters "
+            f"({vocab} x {dim} embedding), {len(corpus.train)} train / {len(corpus.dev)} dev / {len(corpus.test)} test")
+        result = train_classifier(model, corpus, tcfg, state_path=os.path.join(work, "train_state.pt"), log=log)
+    except Exception:  # a bad value found only now (classifier.pool, train.device, ...): no epoch saved, the
+        abandon_if_empty(work, out, disposable=("corpus.pt",))  # corrected command must not meet an "interrupted run"
+        raise
 
     fingerprint = tokenizer_fingerprint(tokenizer)
     short = {s: {"accuracy": result[s]["accuracy"], "macro_f1": result[s]["macro_f1"], "n": result[s]["n"]}

@@ -87,6 +87,23 @@ def _save_atomic(obj, path: str) -> None:
     os.replace(tmp, path)
 
 
+def _rng_state() -> Dict:
+    """The RNG streams training draws from (dropout): a resumed run continues them, so it ends where the
+    uninterrupted run would have."""
+    state = {"cpu": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def _set_rng_state(state: Optional[Dict]) -> None:
+    if not state:  # a state file of an older version: training goes on from the seed's stream
+        return
+    torch.set_rng_state(state["cpu"].cpu())
+    if "cuda" in state and torch.cuda.is_available() and len(state["cuda"]) == torch.cuda.device_count():
+        torch.cuda.set_rng_state_all([s.cpu() for s in state["cuda"]])
+
+
 def train_classifier(model, corpus: Corpus, cfg: PretrainConfig, state_path: Optional[str] = None,
                      log: Callable = print) -> Dict:
     """Train with early stopping on dev; returns dev/test metrics of the best epoch (model left at it)."""
@@ -108,6 +125,7 @@ def train_classifier(model, corpus: Corpus, cfg: PretrainConfig, state_path: Opt
         start_epoch, best, best_state, bad = state["epoch"] + 1, state["best"], state["best_state"], state["bad"]
         cfg.history[:] = state["history"]
         elapsed = state.get("seconds", 0.0)
+        _set_rng_state(state.get("rng"))
         log(f"resumed after epoch {state['epoch'] + 1} (best dev {cfg.metric} {best[cfg.metric]:.4f})")
     started = time.time() - elapsed
     for epoch in range(start_epoch, cfg.epochs):
@@ -145,7 +163,7 @@ def train_classifier(model, corpus: Corpus, cfg: PretrainConfig, state_path: Opt
         if state_path:  # saved before anything else can interrupt: a rerun resumes after this epoch
             _save_atomic({"model": model.state_dict(), "optimizers": [o.state_dict() for o in opts], "epoch": epoch,
                           "best": best, "best_state": best_state, "bad": bad, "history": cfg.history,
-                          "seconds": time.time() - started}, state_path)
+                          "seconds": time.time() - started, "rng": _rng_state()}, state_path)
         log(f"epoch {epoch + 1}: loss {row['train_loss']:.4f} | dev acc {dev['accuracy']:.4f} macro-F1 "
             f"{dev['macro_f1']:.4f}{' *' if improved else ''} | {row['seconds']}s")
         if cfg.max_minutes and time.time() - started > 60 * cfg.max_minutes:
