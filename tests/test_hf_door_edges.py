@@ -172,3 +172,24 @@ def test_electra_small_shaped_base_trains_its_layer_prompts(bert, case, tmp_path
     out.loss.backward()
     grads = [p.grad for n, p in model.named_parameters() if p.requires_grad and n.startswith("generator.")]
     assert torch.isfinite(out.loss) and grads and any(g is not None and g.abs().sum() > 0 for g in grads)
+
+
+@pytest.mark.parametrize("position", [2, 3])
+def test_a_text_b_position_on_one_text_batches_is_said(bert, position):
+    """insert_position 2 / 3 name text_b: on one-text batches the prompt went before the final special token
+    (as 4) without a word. Pairs: no warning."""
+    import warnings
+
+    from test_hf_trainer import classifier_from
+
+    from openprompt_ipt.hf import InstancePromptConfig, get_instance_prompt_model
+    from openprompt_ipt.prompting.layered_prompt import NoSecondTextWarning
+
+    mlm, tok = bert
+    model = get_instance_prompt_model(classifier_from(mlm), InstancePromptConfig(
+        "s_idpg", prompt_length=2, insert_position=position, options={"layer": "dnn", "hidden": 8}), tokenizer=tok).eval()
+    with pytest.warns(NoSecondTextWarning, match=f"insert_position {position} .* as insert_position 4"):
+        model(**tok(["the cat sat", "a dog"], return_tensors="pt", padding=True))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", NoSecondTextWarning)
+        model(**tok(["the cat sat", "a dog"], ["it sat", "it ran"], return_tensors="pt", padding=True))

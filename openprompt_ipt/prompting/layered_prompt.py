@@ -6,6 +6,7 @@ prompts where ``Placement`` says, on a batch that already holds ``inputs_embeds`
 ``release_prompts`` disarms the hooks and gives back the original positions of the outputs."""
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -137,12 +138,26 @@ def place_prompts(generator, injector, placement: Placement, batch, inputs: Inst
         injector.arm(InjectionPlan("kv", provider, uses_previous))
         return None
     parts = inputs.part_ids if inputs.part_ids is not None else torch.zeros_like(inputs.input_ids)
+    if placement.insert_position in (2, 3) and not bool((parts == 2).any()):  # one host read, at these positions only
+        _warn_no_second_text(placement.insert_position)
     start = insert_index(placement.insert_position, parts, attention_mask)
     batch, keep, positions = splice(batch, provider(0), start, limit=placement.position_limit)
     if placement.injection == "hidden":
         injector.arm(InjectionPlan("hidden", provider, uses_previous, positions=positions,
                                    hidden_mode=placement.hidden_mode))
     return keep
+
+
+class NoSecondTextWarning(UserWarning):
+    pass
+
+
+def _warn_no_second_text(position: int) -> None:
+    """The OpenPrompt door refuses these positions on a template without text_b when it is built; the 🤗 door
+    sees its texts only per batch (a pair with an empty second text looks the same), so it says it there."""
+    warnings.warn(f"insert_position {position} ({INSERT_POSITIONS[position]}): no example in this batch has a "
+                  f"second text, so the prompt goes before the final special token, as insert_position 4 puts it; "
+                  "give text pairs, or choose 0, 1 or 4", NoSecondTextWarning, stacklevel=3)
 
 
 def release_prompts(injector, outputs, keep: Optional[torch.Tensor]):
