@@ -165,35 +165,12 @@ def test_hf_pipeline_predicts_with_the_prompt_on_cuda(bert, case, tmp_path):
 @pytest.mark.parametrize("max_grad_norm", [1.0, 0.0])
 def test_an_fp16_overflow_skips_every_optimizer_step_on_cuda(bert, max_grad_norm):
     """The GPU's own fp16 grad scaler (tests/test_optim_settings.py stands a CPU one in): an inf in the head's
-    gradient at step 2 skips AdamW's step *and* the sparse vocab table's, and the scale backs off."""
-    from helpers import build, loader_for
-    from openprompt_ipt.generators import use_sparse_rows
-    from openprompt_ipt.training import TrainConfig, Trainer
+    gradient at step 2 skips AdamW's step *and* the sparse vocab table's."""
     from openprompt_ipt.training.distributed import Runtime
-    import openprompt_ipt.training.trainer as trainer_module
+    from test_optim_settings import overflow_at_step_two
 
-    built, real = [], trainer_module.build_optimizers
-    trainer_module.build_optimizers = lambda *a, **k: built.append(real(*a, **k)) or built[-1]
-    try:
-        model, tok = bert
-        torch.manual_seed(0)
-        pm = build(model, tok, strategy="random", prompt_length=2)
-        use_sparse_rows(pm.template)
-        head = pm.verbalizer.head.predictions.transform.dense.weight
-        calls = [0]
-
-        def overflow_on_the_second_step(grad):
-            calls[0] += 1
-            return grad * float("inf") if calls[0] == 2 else grad
-
-        head.register_hook(overflow_on_the_second_step)
-        loader = loader_for(pm, tok, examples(4), 2)
-        cfg = TrainConfig(epochs=1, warmup_ratio=0.0, max_grad_norm=max_grad_norm, show_progress=False,
-                          device="cuda", checkpoint_every=-1)
-        Trainer(pm, cfg, runtime=Runtime.create("cuda", "fp16")).fit(loader, loader)
-    finally:
-        trainer_module.build_optimizers = real
-    dense, sparse = built[0]
-    assert calls[0] == 2
+    calls, dense, sparse, pm = overflow_at_step_two(*bert, max_grad_norm, device="cuda",
+                                                    runtime=Runtime.create("cuda", "fp16"))
+    assert calls == 2
     assert [int(s["step"]) for s in dense.state.values()] == [1] * len(dense.state)
     assert sparse.state[pm.template.generator.table.embedding.weight]["step"] == 1

@@ -84,13 +84,12 @@ def _t5_batch(template, tokenizer):
     return batch
 
 
-def test_instance_wise_on_t5_reads_the_decoders_mask_as_openprompts_soft_template(bert):
-    _, tokenizer = bert
-    plm = _t5(tokenizer)
-    ours = InstanceWiseTemplate(plm, tokenizer, text=TEXT, strategy="none", task_prompt_length=3)
-    batch = _t5_batch(ours, tokenizer)
+def _assert_equals_soft_template(plm, tokenizer, text, make_batch):
+    """InstanceWiseTemplate (task prompt only) and OpenPrompt's SoftTemplate given the same vectors: equal logits."""
+    ours = InstanceWiseTemplate(plm, tokenizer, text=text, strategy="none", task_prompt_length=3)
+    batch = make_batch(ours, tokenizer)
     vectors = ours.prompt_vectors(clone(batch))[0].detach().clone()
-    theirs = SoftTemplate(plm, tokenizer, text=TEXT, soft_embeds=torch.nn.Parameter(vectors))
+    theirs = SoftTemplate(plm, tokenizer, text=text, soft_embeds=torch.nn.Parameter(vectors))
     logits = []
     for template in (ours, theirs):
         verbalizer = ManualVerbalizer(tokenizer, num_classes=2, label_words=[["good"], ["bad"]])
@@ -98,6 +97,12 @@ def test_instance_wise_on_t5_reads_the_decoders_mask_as_openprompts_soft_templat
         with torch.no_grad():
             logits.append(model(clone(batch)))
     torch.testing.assert_close(logits[0], logits[1])
+
+
+def test_instance_wise_on_t5_reads_the_decoders_mask_as_openprompts_soft_template(bert):
+    _, tokenizer = bert
+    plm = _t5(tokenizer)
+    _assert_equals_soft_template(plm, tokenizer, TEXT, _t5_batch)
 
 
 def _gpt2(tokenizer):
@@ -126,14 +131,4 @@ def test_instance_wise_on_gpt2_equals_openprompts_soft_template(bert):
     _, tokenizer = bert
     plm = _gpt2(tokenizer)
     text = '{"placeholder":"text_a"} it was {"mask"}'  # a causal LM reads the mask at the end
-    ours = InstanceWiseTemplate(plm, tokenizer, text=text, strategy="none", task_prompt_length=3)
-    batch = _batch(ours, tokenizer)
-    vectors = ours.prompt_vectors(clone(batch))[0].detach().clone()
-    theirs = SoftTemplate(plm, tokenizer, text=text, soft_embeds=torch.nn.Parameter(vectors))
-    logits = []
-    for template in (ours, theirs):
-        verbalizer = ManualVerbalizer(tokenizer, num_classes=2, label_words=[["good"], ["bad"]])
-        model = PromptForClassification(plm, template, verbalizer, freeze_plm=True).eval()
-        with torch.no_grad():
-            logits.append(model(clone(batch)))
-    torch.testing.assert_close(logits[0], logits[1])
+    _assert_equals_soft_template(plm, tokenizer, text, _batch)

@@ -182,38 +182,47 @@ def test_a_null_head_rate_is_the_prompt_rate(bert, tmp_path, monkeypatch):
     assert cfg["train"]["lr_head"] is None
 
 
+def overflow_at_step_two(model, tok, max_grad_norm, device="cpu", runtime=None):
+    """Train a Random IPT (sparse table) prompt for 2 steps with an inf in the head's gradient at step 2; returns
+    (hook calls, the dense optimizer, the sparse one, the prompt model). Also tests/test_cuda.py (the GPU scaler)."""
+    import openprompt_ipt.training.trainer as trainer_module
+    from openprompt_ipt.generators import use_sparse_rows
+
+    built, real = [], trainer_module.build_optimizers
+    trainer_module.build_optimizers = lambda *a, **k: built.append(real(*a, **k)) or built[-1]
+    try:
+        torch.manual_seed(0)
+        pm = build(model, tok, strategy="random", prompt_length=2)
+        use_sparse_rows(pm.template)
+        head = pm.verbalizer.head.predictions.transform.dense.weight
+        calls = [0]
+
+        def overflow_on_the_second_step(grad):
+            calls[0] += 1
+            return grad * float("inf") if calls[0] == 2 else grad
+
+        head.register_hook(overflow_on_the_second_step)
+        loader = loader_for(pm, tok, examples(4), 2)
+        cfg = TrainConfig(epochs=1, warmup_ratio=0.0, max_grad_norm=max_grad_norm, show_progress=False,
+                          device=device, checkpoint_every=-1)
+        Trainer(pm, cfg, runtime=runtime).fit(loader, loader)
+    finally:
+        trainer_module.build_optimizers = real
+    dense, sparse = built[0]
+    return calls[0], dense, sparse, pm
+
+
 @pytest.mark.parametrize("max_grad_norm", [1.0, 0.0])
 def test_an_fp16_overflow_skips_every_optimizer_step(bert, monkeypatch, max_grad_norm):
     """fp16's gradient scaler decides per optimizer: an overflow in the head's gradient skipped AdamW's step while
     RowSparseAdam stepped the vocab table (on gradients zeroed by clipping at an inf norm: momentum alone, its step
     count ahead of AdamW's). One overflow skips the whole step, as with one optimizer. (A CPU scaler stands in for
     the GPU's: the decision is the same.)"""
-    import openprompt_ipt.training.trainer as trainer_module
-    from openprompt_ipt.generators import use_sparse_rows
     from openprompt_ipt.training.distributed import Runtime
 
     scaler = torch.amp.GradScaler("cpu", init_scale=1.0)
     monkeypatch.setattr(Runtime, "grad_scaler", lambda self: scaler)
-    built = []
-    real = trainer_module.build_optimizers
-    monkeypatch.setattr(trainer_module, "build_optimizers", lambda *a, **k: built.append(real(*a, **k)) or built[-1])
-    model, tok = bert
-    torch.manual_seed(0)
-    pm = build(model, tok, strategy="random", prompt_length=2)
-    use_sparse_rows(pm.template)
-    head = pm.verbalizer.head.predictions.transform.dense.weight
-    calls = [0]
-
-    def overflow_on_the_second_step(grad):
-        calls[0] += 1
-        return grad * float("inf") if calls[0] == 2 else grad
-
-    head.register_hook(overflow_on_the_second_step)
-    loader = loader_for(pm, tok, examples(4), 2)
-    cfg = TrainConfig(epochs=1, warmup_ratio=0.0, max_grad_norm=max_grad_norm, show_progress=False, device="cpu",
-                      checkpoint_every=-1)
-    Trainer(pm, cfg).fit(loader, loader)
-    dense, sparse = built[0]
-    assert calls[0] == 2 and scaler.get_scale() == 0.5  # the overflow was seen, the scale backed off
+    calls, dense, sparse, pm = overflow_at_step_two(*bert, max_grad_norm)
+    assert calls == 2 and scaler.get_scale() == 0.5  # the overflow was seen, the scale backed off
     assert [int(s["step"]) for s in dense.state.values()] == [1] * len(dense.state)
     assert sparse.state[pm.template.generator.table.embedding.weight]["step"] == 1  # only step 1 was taken
