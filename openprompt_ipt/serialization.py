@@ -83,18 +83,6 @@ def read_safetensors(path: str, fix: str = "re-create it (rerun what wrote it)")
         raise _damaged(path, e, fix) from None
 
 
-def read_torch_weights(path: str, fix: str = "re-create it (rerun what wrote it)") -> dict:
-    """A ``torch.save``d state dict (tensors only: ``weights_only``); a damaged file is one ``DamagedFile`` line."""
-    import torch
-
-    try:
-        return torch.load(path, map_location="cpu", weights_only=True)
-    except FileNotFoundError:
-        raise
-    except Exception as e:  # noqa: BLE001  (pickle, zip and torch errors alike: the file is not a state dict)
-        raise _damaged(path, e, fix) from None
-
-
 def check_safetensors(path: str, fix: str = "re-create it (rerun what wrote it)") -> None:
     """A missing, empty or cut-short safetensors file is one ``DamagedFile`` line (its header and size are
     read, not its tensors)."""

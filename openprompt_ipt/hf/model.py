@@ -24,7 +24,7 @@ from ..injection import max_positions, prepend, trim_outputs
 from ..injection.checkpointing import carry_prompt
 from ..prompting import build_input_prompt, build_layered_generator, input_prompt_vectors, place_prompts, release_prompts
 from ..prompting.layered_prompt import SECTIONS
-from ..serialization import read_json, read_safetensors, read_torch_weights, write_text_atomic
+from ..serialization import read_json, read_safetensors, read_torch, write_text_atomic
 from .config import InstancePromptConfig
 from .instance_tokens import added_ids, instance_tokens
 from .padding import caller_order, right_padding_order, take
@@ -468,7 +468,8 @@ def _read_saved(directory: str):
     path = next((p for p in (os.path.join(directory, name) for name in (WEIGHTS_FILE, TORCH_WEIGHTS_FILE))
                  if os.path.isfile(p)), None)
     if path is not None:
-        weights = (read_safetensors if path.endswith(".safetensors") else read_torch_weights)(path, fix)
+        weights = (read_safetensors(path, fix) if path.endswith(".safetensors")
+                   else read_torch(path, fix, weights_only=True))  # the Trainer's save_safetensors=False
         if CONFIG_KEY not in weights:
             raise ValueError(f"'{path}' holds no {CONFIG_KEY}: it was not written by an InstancePromptModel; {fix}")
         return decode_config(weights.pop(CONFIG_KEY)), weights
