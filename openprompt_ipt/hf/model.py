@@ -17,6 +17,7 @@ from typing import Optional
 
 import torch
 from torch import nn
+from transformers.utils import SAFE_WEIGHTS_NAME, WEIGHTS_NAME
 
 from ..generators import check_exported_tables, exported_tables
 from ..generators.layered import InstanceInputs
@@ -32,10 +33,10 @@ from .tokenizer_check import check_against_model, check_against_record, tokenize
 
 # one format for save_pretrained and the Trainer (save_model, checkpoints): the state dict as model.safetensors,
 # the prompt's config inside it as CONFIG_KEY (UTF-8 JSON bytes), so a folder the Trainer wrote loads too
-WEIGHTS_FILE, CONFIG_KEY, FORMAT = "model.safetensors", "instance_prompt_config", "openprompt_ipt.hf/2"
+WEIGHTS_FILE, CONFIG_KEY, FORMAT = SAFE_WEIGHTS_NAME, "instance_prompt_config", "openprompt_ipt.hf/2"
 CONFIG_FILE = "instance_prompt_config.json"           # a readable copy of CONFIG_KEY (save_pretrained)
 OLD_WEIGHTS_FILE = "instance_prompt.safetensors"      # format 1: weights + CONFIG_FILE, still read
-TORCH_WEIGHTS_FILE = "pytorch_model.bin"  # what Trainer.save_model / checkpoints write with save_safetensors=False (< 5)
+TORCH_WEIGHTS_FILE = WEIGHTS_NAME  # what Trainer.save_model / checkpoints write with save_safetensors=False (< 5)
 # BERT-style encoders: the families whose layout the per-layer injection finds (injection/layout.py)
 FAMILIES = ("bert", "roberta", "xlm-roberta", "camembert", "electra", "ernie", "data2vec-text", "roberta-prelayernorm")
 # heads whose per-position outputs the prompt positions would shift, unseen (start/end logits, choices, pretraining
