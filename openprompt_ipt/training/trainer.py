@@ -22,7 +22,8 @@ import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from ..serialization import trainable_state
-from .checkpoint import Progress, checkpoint_root, latest_checkpoint, load_checkpoint, rng_state, save_checkpoint, set_rng_state
+from .checkpoint import (Progress, check_parameter_names, checkpoint_root, latest_checkpoint, load_checkpoint, rng_state,
+                         save_checkpoint, set_rng_state)
 from .distributed import Runtime, mark_sparse, resolve_device
 from .logs import RunLogger
 from .metrics import METRICS, answer_metrics, binary_metrics, classification_metrics, regression_metrics
@@ -153,6 +154,11 @@ class Trainer:
     def trainable_state(self) -> Dict[str, torch.Tensor]:
         return trainable_state(self.model, skip=FROZEN_PREFIXES if not self._plm_trainable() else ())
 
+    def trainable_shapes(self) -> Dict[str, tuple]:
+        """Name -> shape of what ``trainable_state`` saves, without copying it."""
+        skip = FROZEN_PREFIXES if not self._plm_trainable() else ()
+        return {n: tuple(p.shape) for n, p in self.model.named_parameters() if p.requires_grad and not n.startswith(skip)}
+
     def _plm_trainable(self) -> bool:
         return any(p.requires_grad for p in self.model.plm.parameters())
 
@@ -189,6 +195,7 @@ class Trainer:
             ckpt = load_checkpoint(resume)
             st = ckpt["state"]
             self._check_same_data(resume, st.get("data_digest"))
+            check_parameter_names(resume, ckpt, self.trainable_shapes())
             self.load_state(ckpt["trainable"])
             for opt, sd in zip(optimizers, st["optimizers"]):
                 opt.load_state_dict(sd)
