@@ -179,6 +179,27 @@ def test_a_truncated_checkpoint_file_is_one_line_naming_it(tiny_dir, tmp_path, d
     assert f"delete the checkpoint folder '{ckpt}'" in text and "--overwrite" in text
 
 
+def test_resume_of_a_checkpoint_with_renamed_parameters_is_one_line(tiny_dir, tmp_path):
+    """--resume of a checkpoint written by an older release that named a parameter otherwise was a bare
+    KeyError traceback; now one line naming the file, the missing and unexpected names and the fix."""
+    from safetensors.torch import load_file, save_file
+
+    make = _bert_factory(tiny_dir)
+    tiny_run(make, tmp_path / "run", epochs=2)
+    ckpt = latest_checkpoint(str(tmp_path / "run"))
+    path = os.path.join(ckpt, "trainable.safetensors")
+    state = load_file(path)
+    name = next(k for k in sorted(state) if "template" in k)
+    state[name.replace("template.", "template.old_", 1)] = state.pop(name)  # the older release's name
+    save_file(state, path)
+    with pytest.raises(ValueError) as err:
+        tiny_run(make, tmp_path / "run", resume=ckpt, epochs=2)
+    text = str(err.value)
+    assert "\n" not in text and f"checkpoint file '{path}'" in text
+    assert f"missing {name}" in text and f"unexpected {name.replace('template.', 'template.old_', 1)}" in text
+    assert "--overwrite" in text and "--output-dir" in text
+
+
 def test_resume_may_change_only_the_checkpoint_schedule(tmp_path):
     from openprompt_ipt.training.checkpoint import CONFIG_FILE
 

@@ -105,6 +105,24 @@ def test_trainer_uses_the_constant_schedule_and_rejects_a_bad_one(bert, tmp_path
         Trainer(pm, TrainConfig(epochs=1, scheduler="cosine", show_progress=False, device="cpu")).fit(loader, loader)
 
 
+def test_the_logged_rate_is_the_prompts_and_each_group_has_its_own(bert, tmp_path):
+    """train/lr was the first parameter group's rate: in Random IPT without a task prompt (the table is the
+    sparse optimizer's) that group is the head's, so the log showed lr_head as the prompt's rate."""
+    model, tok = bert
+    pm = build(model, tok, strategy="random", prompt_length=4, sparse=True)  # no task prompt group
+    loader = loader_for(pm, tok, examples(8), 4)
+    cfg = TrainConfig(epochs=1, lr_prompt=1e-2, lr_head=3e-3, warmup_ratio=0.0, scheduler="constant",
+                      show_progress=False, device="cpu")
+    Trainer(pm, cfg, output_dir=str(tmp_path / "run")).fit(loader, loader)
+    with open(tmp_path / "run" / "log.csv") as f:
+        rows = [r for r in csv.DictReader(f) if r["name"].startswith("train/lr")]
+    rates = {}
+    for r in rows:
+        rates.setdefault(r["name"], []).append(float(r["value"]))
+    assert rates == {"train/lr": pytest.approx([1e-2] * 2), "train/lr_instance": pytest.approx([1e-2] * 2),
+                     "train/lr_head": pytest.approx([3e-3] * 2)}
+
+
 def test_clipping_norm_is_global_over_dense_and_sparse_gradients():
     from openprompt_ipt.training.optim import clip_grad_norm
 

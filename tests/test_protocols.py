@@ -431,6 +431,46 @@ def test_a_seed_group_says_when_its_summary_drops_earlier_seeds(tmp_path, capsys
     assert "(n=4)" in aggregate([str(top)])["results.md"]
 
 
+@pytest.mark.parametrize("same_config", [True, False])
+def test_two_seed_commands_started_together_both_stay_in_the_summary(tmp_path, same_config):
+    """``run --seeds 1`` and ``run --seeds 2`` of one config started at once, same output dir: the one that
+    finished last replaced summary.json with its seed alone, the other's result gone from it. Now the later
+    writer keeps the seeds a command beside it summarised (same config only; another config is replaced)."""
+    import multiprocessing
+
+    write_cb(str(tmp_path / "CB"))
+    cfg = load_config(yaml_config(tmp_path, ""))
+    other = load_config(yaml_config(tmp_path, "train:\n  lr_prompt: 0.02\n")) if not same_config else cfg
+    ctx = multiprocessing.get_context("fork")
+    started, first_done = ctx.Barrier(2), ctx.Event()
+
+    def command(seed, config):
+        def train(c, splits, output_dir, show_progress):
+            started.wait(timeout=60)  # both commands run before either summarises
+            if seed == 2:
+                first_done.wait(timeout=60)  # seed 1's command has written summary.json
+            return fake_train([])(c, splits, output_dir, show_progress)
+        run_seeds(config, "pair", str(tmp_path / "runs"), [seed], str(tmp_path), train_fn=train, show_progress=False)
+
+    first, second = ctx.Process(target=command, args=(1, cfg)), ctx.Process(target=command, args=(2, other))
+    first.start()
+    second.start()
+    first.join(60)
+    first_done.set()
+    second.join(60)
+    assert (first.exitcode, second.exitcode) == (0, 0)
+    summary = json.loads((tmp_path / "runs" / "pair" / "summary.json").read_text())
+    if same_config:
+        assert summary["seeds"] == [1, 2] and summary["test"]["accuracy"]["n"] == 2
+        assert [r["seed"] for r in summary["per_seed"]] == [1, 2]
+    else:
+        assert summary["seeds"] == [2]
+    assert sorted(os.listdir(tmp_path / "runs" / "pair")) == ["seed1", "seed2", "summary.json"]  # no lock left
+    # one command after another: the documented rule stays (the latest command's seeds)
+    run_seeds(cfg, "pair", str(tmp_path / "runs"), [3], str(tmp_path), train_fn=fake_train([]), show_progress=False)
+    assert json.loads((tmp_path / "runs" / "pair" / "summary.json").read_text())["seeds"] == [3]
+
+
 @pytest.mark.parametrize("protocol", ["name: low_resource\n  k: 10\n  dev_size: 8", "name: few_shot\n  k: 3"])
 def test_max_eval_caps_the_reported_split_without_changing_the_sampled_train(tmp_path, protocol):
     """dataset.max_eval (a quick run's eval cap) also capped the held-out part of the pool that few_shot /

@@ -10,6 +10,7 @@ examples), and writes
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 import math
 import os
@@ -174,6 +175,67 @@ def run_seeds(cfg: Dict, name: str, output_dir: Optional[str], seeds: Sequence[i
         return _run_seeds(cfg, name, top, seeds, root, train_fn, show_progress, resume, overwrite, list(notes))
 
 
+def config_key(cfg: Dict) -> str:
+    """The group's config without its seed: commands summarise each other's seeds only when these match."""
+    body = json.dumps({k: v for k, v in cfg.items() if k != "seed"}, sort_keys=True, default=str)
+    return hashlib.sha256(body.encode()).hexdigest()[:16]
+
+
+def _read(path: str) -> Optional[str]:
+    try:
+        with open(path) as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+def concurrent_results(top: str, seen: Optional[str], key: str, seeds: Sequence[int]) -> List[Dict]:
+    """The seeds another command of the same config summarised while this one ran: summary.json is no longer
+    the one this command ``seen`` at its start. Their seed metrics.json, so this summary keeps them (a summary
+    from before this command started is replaced: the latest command's seeds, docs/training.md)."""
+    now = _read(os.path.join(top, "summary.json"))
+    if now is None or now == seen:
+        return []
+    try:
+        other = json.loads(now)
+    except ValueError:
+        return []
+    if not isinstance(other, dict) or other.get("config_key") != key:
+        return []
+    results = []
+    for seed in other.get("seeds") or []:
+        if seed in seeds:
+            continue
+        try:
+            with open(os.path.join(top, f"seed{seed}", "metrics.json")) as f:
+                results.append(json.load(f))
+        except (OSError, ValueError):  # removed since (--overwrite of that seed): nothing to keep
+            continue
+    return results
+
+
+def write_summary(top: str, name: str, cfg: Dict, seen: Optional[str], results: List[Dict],
+                  notes: Sequence[str]) -> Dict:
+    """summary.json, read-modified-written under the group's lock: a command started beside this one
+    (``--seeds 1`` and ``--seeds 2`` at once) finishing first keeps its seeds in it instead of being replaced."""
+    from ..training.run_dir import holding
+
+    path = os.path.join(top, "summary.json")
+    with holding([path], wait=True):
+        beside = concurrent_results(top, seen, config_key(cfg), [r["seed"] for r in results])
+        summary = summarize(name, beside + results)
+        summary["config_key"] = config_key(cfg)
+        if notes:
+            summary["unused_keys"] = list(notes)
+        if beside and int(os.environ.get("RANK", "0")) == 0:
+            kept = [str(r["seed"]) for r in beside]
+            print(f"note: {path} also keeps seed{'s' if len(kept) > 1 else ''} {', '.join(kept)}, run by another "
+                  "command of this config while this one ran", flush=True)
+        say_replaced_summary(path, summary["seeds"])
+        write_json(path, summary)
+    return summary
+
+
 def say_replaced_summary(path: str, seeds: Sequence[int]) -> None:
     """summary.json describes the seeds of the latest command (docs/training.md): when that drops seeds the
     previous one summarised (``--seeds 3`` after ``--seeds 1,2``), one line says so and where all of them are."""
@@ -203,6 +265,7 @@ def _run_seeds(cfg, name, top, seeds, root, train_fn, show_progress, resume, ove
     if overwrite and taken and int(os.environ.get("RANK", "0")) == 0:
         clear_runs(taken + [os.path.join(top, "summary.json")])  # the old group's summary goes with its runs
         print(f"--overwrite: removed the previous run{'s' if len(taken) > 1 else ''} in {', '.join(taken)}", flush=True)
+    seen = _read(os.path.join(top, "summary.json")) if top else None  # what a command beside this one changes
     if int(os.environ.get("RANK", "0")) == 0:
         for line in dict.fromkeys(s.source for _, s, _ in plans if s.source):  # each run says where its data came from
             print(line, flush=True)
@@ -228,12 +291,12 @@ def _run_seeds(cfg, name, top, seeds, root, train_fn, show_progress, resume, ove
         if seed_dir:
             write_json(os.path.join(seed_dir, "metrics.json"), result)
         results.append(result)
-    summary = summarize(name, results)
-    if notes:
-        summary["unused_keys"] = list(notes)
     if top:
-        say_replaced_summary(os.path.join(top, "summary.json"), seeds)
-        write_json(os.path.join(top, "summary.json"), summary)
+        summary = write_summary(top, name, cfg, seen, results, notes)
+    else:
+        summary = summarize(name, results)
+        if notes:
+            summary["unused_keys"] = list(notes)
     summary["results"] = results
     return summary
 

@@ -129,6 +129,30 @@ def load_checkpoint(path: str) -> Dict:
             }
 
 
+def _names(names: List[str], most: int = 4) -> str:
+    more = f" and {len(names) - most} more" if len(names) > most else ""
+    return ", ".join(names[:most]) + more
+
+
+def check_parameter_names(path: str, ckpt: Dict, expected: Dict[str, tuple]) -> None:
+    """Before a resume loads anything: the checkpoint's parameters must be this model's (``expected``: name ->
+    shape). One written by an older release that named them otherwise (a renamed parameter) is one line naming
+    the file, the missing and unexpected names and the fix, not a bare KeyError (and a parameter the file
+    lacks is never left at its fresh initialisation without a word)."""
+    for file, saved in ((TRAINABLE_FILE, ckpt["trainable"]), (BEST_FILE, ckpt["best"])):
+        if saved is None:
+            continue
+        missing, unexpected = sorted(set(expected) - set(saved)), sorted(set(saved) - set(expected))
+        shapes = [f"{k} {tuple(saved[k].shape)} (this model: {tuple(expected[k])})"
+                  for k in sorted(set(saved) & set(expected)) if tuple(saved[k].shape) != tuple(expected[k])]
+        what = [f"missing {_names(missing)}"] * bool(missing) + [f"unexpected {_names(unexpected)}"] * bool(unexpected)
+        what += [f"other shapes {_names(shapes)}"] * bool(shapes)
+        if what:
+            raise ValueError(f"cannot resume from checkpoint file '{os.path.join(path, file)}': its parameters are not "
+                             f"this model's (written by another version of openprompt-ipt?): {'; '.join(what)}; start "
+                             "again with --overwrite, or choose a fresh --output-dir")
+
+
 def _flatten(d, prefix: str = "") -> Dict[str, object]:
     out = {}
     for k, v in (d or {}).items():

@@ -1,7 +1,8 @@
 """Run logs: a CSV of scalars per run (always) and TensorBoard scalars when tensorboard is installed.
 
-``<run>/log.csv`` has one row per scalar: ``step,epoch,name,value`` with names ``train/loss`` and
-``train/lr`` (every optimizer step: the mean loss of its micro-batches, the rate it used) and ``train/epoch_loss``,
+``<run>/log.csv`` has one row per scalar: ``step,epoch,name,value`` with names ``train/loss``, ``train/lr`` and
+``train/lr_<group>`` (every optimizer step: the mean loss of its micro-batches, the prompt's rate and each parameter
+group's: ``training/optim.py``'s ``group_rates``) and ``train/epoch_loss``,
 ``dev/<metric>`` (every epoch end). On resume, rows past the checkpoint's step are dropped first so
 the file reads as if the run had never stopped. TensorBoard event files go to ``<run>/tensorboard``.
 """

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from typing import List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import torch
 from torch import nn
@@ -78,17 +78,40 @@ def build_optimizers(model, lr_prompt: float, lr_head: float, lr_plm: float = 1e
     instance = [p for p in dense_template if id(p) in instance_ids]
     head = trainable(model.verbalizer, plm_ids)
     plm = trainable(model.plm)
-    groups = [{"params": ps, "lr": lr, "weight_decay": weight_decay}
-              for ps, lr in ((prompt, lr_prompt), (instance, lr_instance), (head, lr_head), (plm, lr_plm)) if ps]
+    groups = [{"params": ps, "lr": lr, "weight_decay": weight_decay, "name": name}
+              for name, ps, lr in (("prompt", prompt, lr_prompt), ("instance", instance, lr_instance),
+                                   ("head", head, lr_head), ("plm", plm, lr_plm)) if ps]
     optimizers: List[torch.optim.Optimizer] = []
     if groups:
         optimizers.append(torch.optim.AdamW(groups, betas=betas, eps=float(adam_eps)))
     if sparse:
-        optimizers.append(RowSparseAdam(sparse, lr=lr_instance, betas=betas, eps=float(adam_eps),
+        optimizers.append(RowSparseAdam([{"params": sparse, "name": "instance"}], lr=lr_instance, betas=betas, eps=float(adam_eps),
                                         weight_decay=float(weight_decay)))
     if not optimizers:
         raise ValueError("nothing to train: every parameter is frozen (check the template strategy and plm.freeze)")
     return optimizers
+
+
+# train/lr: the prompt's rate, i.e. the first of these groups the setup trains (Random IPT alone has no task
+# prompt group: its prompt is the instance-wise table; a fine-tuned PLM without a prompt: the PLM's)
+MAIN_GROUPS = ("prompt", "instance", "plm", "head")
+
+
+def group_names(optimizers) -> List[List[str]]:
+    """Each parameter group's name (``build_optimizers``), taken before a resume: a checkpoint's optimizer state
+    from an older release has none, and ``load_state_dict`` replaces the groups with the saved ones."""
+    return [[g.get("name", f"group{i}") for i, g in enumerate(opt.param_groups)] for opt in optimizers]
+
+
+def group_rates(optimizers, names: List[List[str]]) -> Dict[str, float]:
+    """The rates the step about to be taken uses: ``train/lr_<group>`` for each group and ``train/lr``, the
+    prompt's (``MAIN_GROUPS``); was the first group's, which is the head's when there is no task prompt."""
+    rates: Dict[str, float] = {}
+    for opt, opt_names in zip(optimizers, names):
+        for g, name in zip(opt.param_groups, opt_names):
+            rates.setdefault(f"train/lr_{name}", float(g["lr"]))  # a dense and a sparse instance group: one rate
+    main = next((rates[f"train/lr_{n}"] for n in MAIN_GROUPS if f"train/lr_{n}" in rates), next(iter(rates.values())))
+    return {"train/lr": main, **rates}
 
 
 def clip_grad_norm(params, max_norm: float) -> torch.Tensor:

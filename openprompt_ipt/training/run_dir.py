@@ -111,9 +111,10 @@ def _main_rank() -> bool:
     return int(os.environ.get("RANK", "0")) == 0
 
 
-def hold(path: str) -> bool:
+def hold(path: str, wait: bool = False) -> bool:
     """Take the lock of run directory ``path`` for this process (until ``release`` or the process ends);
-    ``RunDirBusy`` when another process holds it. False when this process already held it."""
+    ``RunDirBusy`` when another process holds it (``wait``: wait for it instead, for a short critical section
+    such as a group's summary.json). False when this process already held it."""
     import fcntl
 
     lock = lock_path(path)
@@ -131,7 +132,7 @@ def hold(path: str) -> bool:
         except FileNotFoundError:  # a releasing holder removed the empty parent just now
             continue
         try:
-            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
         except OSError:
             f.close()
             raise RunDirBusy(f"directory '{path}' is in use by {_holder(lock)}, which is running in it now: wait for it "
@@ -179,13 +180,13 @@ def held() -> List[str]:
 class holding:
     """``with holding(paths):`` each run directory locked for the block (``hold``), released after it."""
 
-    def __init__(self, paths: Iterable[str]):
-        self.paths, self.taken = sorted(set(paths)), []
+    def __init__(self, paths: Iterable[str], wait: bool = False):
+        self.paths, self.taken, self.wait = sorted(set(paths)), [], wait
 
     def __enter__(self):
         try:
             for p in self.paths:
-                if hold(p):
+                if hold(p, self.wait):
                     self.taken.append(p)
         except BaseException:
             self.__exit__(None, None, None)

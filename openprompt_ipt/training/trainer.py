@@ -22,12 +22,13 @@ import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from ..serialization import trainable_state
-from .checkpoint import Progress, checkpoint_root, latest_checkpoint, load_checkpoint, rng_state, save_checkpoint, set_rng_state
+from .checkpoint import (Progress, check_parameter_names, checkpoint_root, latest_checkpoint, load_checkpoint, rng_state,
+                         save_checkpoint, set_rng_state)
 from .distributed import Runtime, mark_sparse, resolve_device
 from .logs import RunLogger
 from .metrics import METRICS, answer_metrics, binary_metrics, classification_metrics, regression_metrics
-from .optim import (build_optimizers, check_optimizer_settings, clip_grad_norm, grad_norm, linear_warmup, resolve_warmup,
-                    split_counts)
+from .optim import (build_optimizers, check_optimizer_settings, clip_grad_norm, grad_norm, group_names, group_rates,
+                    linear_warmup, resolve_warmup, split_counts)
 from .row_sparse_adam import RowSparseAdam
 
 FROZEN_PREFIXES = ("prompt_model.plm.", "prompt_model.template.raw_embedding.")
@@ -153,6 +154,11 @@ class Trainer:
     def trainable_state(self) -> Dict[str, torch.Tensor]:
         return trainable_state(self.model, skip=FROZEN_PREFIXES if not self._plm_trainable() else ())
 
+    def trainable_shapes(self) -> Dict[str, tuple]:
+        """Name -> shape of what ``trainable_state`` saves, without copying it."""
+        skip = FROZEN_PREFIXES if not self._plm_trainable() else ()
+        return {n: tuple(p.shape) for n, p in self.model.named_parameters() if p.requires_grad and not n.startswith(skip)}
+
     def _plm_trainable(self) -> bool:
         return any(p.requires_grad for p in self.model.plm.parameters())
 
@@ -178,6 +184,7 @@ class Trainer:
         total = steps_per_epoch * cfg.epochs
         warmup = resolve_warmup(cfg.warmup_steps, cfg.warmup_ratio, total)
         schedulers = linear_warmup(optimizers, warmup, total, cfg.scheduler)
+        names = group_names(optimizers)  # before a resume replaces the groups with the checkpoint's
         params = [p for opt in optimizers for g in opt.param_groups for p in g["params"]]
         mark_sparse([p for opt in optimizers if isinstance(opt, RowSparseAdam) for g in opt.param_groups for p in g["params"]])
         scaler = rt.grad_scaler()
@@ -189,6 +196,7 @@ class Trainer:
             ckpt = load_checkpoint(resume)
             st = ckpt["state"]
             self._check_same_data(resume, st.get("data_digest"))
+            check_parameter_names(resume, ckpt, self.trainable_shapes())
             self.load_state(ckpt["trainable"])
             for opt, sd in zip(optimizers, st["optimizers"]):
                 opt.load_state_dict(sd)
@@ -249,14 +257,14 @@ class Trainer:
                     window = []
                     rt.all_reduce_gradients(params)
                     self._step(optimizers, params, scaler)
-                    lr = optimizers[0].param_groups[0]["lr"]  # the rate this step used
+                    rates = group_rates(optimizers, names)  # the rates this step used
                     for sched in schedulers:
                         sched.step()
                     for opt in optimizers:
                         opt.zero_grad(set_to_none=True)
                     step_no += 1
                     running += window_loss
-                    logger.log(step_no, epoch, {"train/loss": window_loss, "train/lr": lr})
+                    logger.log(step_no, epoch, {"train/loss": window_loss, **rates})
                     if step < len(train_loader) and self._checkpoint_due(step_no):
                         self._checkpoint(optimizers, schedulers, scaler, Progress(epoch, step, step_no, running),
                                          epoch_gen_state)
