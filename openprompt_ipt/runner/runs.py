@@ -223,7 +223,7 @@ def write_summary(top: str, name: str, cfg: Dict, seen: Optional[str], results: 
     path = os.path.join(top, "summary.json")
     with holding([path], wait=True):
         beside = concurrent_results(top, seen, config_key(cfg), [r["seed"] for r in results])
-        summary = summarize(name, beside + results)
+        summary = summarize(name, sorted(beside + results, key=lambda r: r["seed"]) if beside else results)
         summary["config_key"] = config_key(cfg)
         if notes:
             summary["unused_keys"] = list(notes)
