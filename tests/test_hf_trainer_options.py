@@ -174,3 +174,107 @@ def test_resizing_the_vocabulary_goes_before_the_prompt(plm, case, tmp_path):
     batch = tok(["the newword movie was great"], return_tensors="pt", return_special_tokens_mask=True)
     with torch.no_grad():
         torch.testing.assert_close(loaded(**batch).logits, model.eval()(**batch).logits, rtol=0, atol=1e-6)
+
+
+# each head the door trains, with labels of unequal counts per micro-batch: 7 rows (a last micro-batch of one)
+# and, for the token-level heads, a different number of labelled tokens in every row
+SEQ = "AutoModelForSequenceClassification"
+HEADS = {"token": ("AutoModelForTokenClassification", 3), "masked_lm": ("AutoModelForMaskedLM", None),
+         "label_words": ("AutoModelForMaskedLM", None), "single_label": (SEQ, 2), "multi_label": (SEQ, 3),
+         "regression": (SEQ, 1)}
+
+
+def _rows_for(head, tok):
+    from datasets import Dataset
+
+    texts = ["the movie was great", "a good film", "he said it was bad and slow", "bad cat", "great world",
+             "they think it is terrible", "good dog"]
+    if head == "label_words":
+        texts = [f"{t} it was {tok.mask_token}" for t in texts]
+    enc = dict(tok(texts, return_special_tokens_mask=True))
+    if head in ("token", "masked_lm"):  # row k labels every (k % 3 + 1)-th word (1 to 6 tokens), the last none
+        enc["labels"] = [[-100 if special or i % (k % 3 + 1) or k == 6 else (ids[i] if head == "masked_lm" else i % 3)
+                          for i, special in enumerate(mask)]
+                         for k, (ids, mask) in enumerate(zip(enc["input_ids"], enc["special_tokens_mask"]))]
+    elif head == "multi_label":
+        enc["labels"] = [[float(k % 2), float(k % 3 == 0), 1.0] for k in range(len(texts))]
+    elif head == "regression":
+        enc["labels"] = [0.5 * k - 1.0 for k in range(len(texts))]
+    else:
+        enc["labels"] = [k % 2 for k in range(len(texts))]
+    return Dataset.from_dict(enc)
+
+
+@pytest.mark.parametrize("head", list(HEADS))
+def test_gradient_accumulation_is_one_larger_batch_for_every_head(bert, head, tmp_path):
+    """2 x 2 accumulated against batches of 4, for each head, with unequal label counts per micro-batch: the
+    logged losses and trained weights agree within 1e-6. The wrapper's loss was each micro-batch's mean, which
+    the Trainer averaged: a token head's step weighted every micro-batch alike, whatever its number of labelled
+    tokens, and a last micro-batch of one example as one of two. Now forward takes the Trainer's
+    ``num_items_in_batch`` (transformers >= 4.48 reads ``accepts_loss_kwargs``)."""
+    import transformers
+    from packaging import version
+
+    if version.parse(transformers.__version__).release < (4, 48):
+        pytest.skip("this Trainer passes no num_items_in_batch: each micro-batch's mean, divided by the steps")
+    from transformers import DataCollatorForTokenClassification, DataCollatorWithPadding, Trainer, TrainingArguments
+
+    mlm, tok = bert
+    auto_class, num_labels = HEADS[head]
+    cfg = copy.deepcopy(mlm.config)
+    cfg.hidden_dropout_prob = cfg.attention_probs_dropout_prob = 0.0
+    cfg.initializer_range = 0.2
+    if num_labels is not None:
+        cfg.num_labels = num_labels
+    if head == "multi_label":
+        cfg.problem_type = "multi_label_classification"
+    torch.manual_seed(1)
+    base = getattr(transformers, auto_class).from_config(cfg).eval()
+    config = config_for("p_tuning_v2-kv", tmp_path, mlm)
+    if head == "label_words":
+        config.label_words = [["bad", "terrible"], ["good"]]
+    rows = _rows_for(head, tok)
+    collator = (DataCollatorForTokenClassification if head in ("token", "masked_lm") else DataCollatorWithPadding)(tok)
+    runs = []
+    for batch, steps in ((4, 1), (2, 2)):
+        torch.manual_seed(7)
+        model = get_instance_prompt_model(copy.deepcopy(base), copy.deepcopy(config), tokenizer=tok)
+        args = TrainingArguments(output_dir=str(tmp_path / str(steps)), report_to="none", use_cpu=True,
+                                 disable_tqdm=True, num_train_epochs=2, per_device_train_batch_size=batch,
+                                 gradient_accumulation_steps=steps, learning_rate=0.1, optim="sgd", logging_steps=1,
+                                 seed=3, save_strategy="no")
+        trainer = Trainer(model=model, args=args, train_dataset=rows, data_collator=collator)
+        trainer.train()
+        runs.append(([h["loss"] for h in trainer.state.log_history if "loss" in h], _trained(model)))
+    (loss_a, weights_a), (loss_b, weights_b) = runs
+    assert len(loss_a) == len(loss_b) == 4
+    np.testing.assert_allclose(loss_b, loss_a, rtol=0, atol=1e-6)
+    for k in weights_a:
+        torch.testing.assert_close(weights_b[k], weights_a[k], rtol=0, atol=1e-6, msg=k)
+
+
+@pytest.mark.parametrize("head", ["token", "single_label"])
+def test_a_micro_batch_without_labels_adds_nothing_to_the_step(bert, head, tmp_path):
+    """A micro-batch whose labels are all -100 (a short sentence the masking skipped, the last rows of an epoch):
+    its loss was NaN (0 / 0, hidden by the Trainer's log filter) and it still counted as 1/k of the step; its share
+    of the step's ``num_items_in_batch`` is 0, with a gradient of zeros. Without the count the loss is the head's
+    own mean, as the base's."""
+    import transformers
+
+    mlm, tok = bert
+    auto_class, num_labels = HEADS[head]
+    cfg = copy.deepcopy(mlm.config)
+    cfg.num_labels = num_labels
+    model = _wrap(getattr(transformers, auto_class).from_config(cfg).eval(), "p_tuning_v2-kv", tmp_path, mlm, tok)
+    batch = _batch(tok)
+    shape = batch["input_ids"].shape if head == "token" else batch["input_ids"].shape[:1]
+    labels = torch.full(shape, -100)
+    loss = model(**batch, labels=labels, num_items_in_batch=torch.tensor(5)).loss
+    assert loss.item() == 0.0
+    loss.backward()
+    grads = [p.grad for p in model.parameters() if p.requires_grad]
+    assert grads and all(g is not None and not g.any() for g in grads)
+    labels.fill_(1)
+    out = model(**batch, labels=labels)
+    counted = model(**batch, labels=labels, num_items_in_batch=torch.tensor(4 * labels.numel()))
+    torch.testing.assert_close(counted.loss, out.loss / 4, rtol=0, atol=1e-6)

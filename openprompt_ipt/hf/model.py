@@ -81,7 +81,10 @@ def _load_tokenizer(model):
 
 class InstancePromptModel(nn.Module):
     main_input_name = "input_ids"
-    accepts_loss_kwargs = False  # the Trainer scales the loss for gradient accumulation (forward takes no num_items)
+    # forward takes the Trainer's num_items_in_batch (labels other than -100 in all the micro-batches of one optimizer
+    # step) and gives its share of that step's mean loss: k accumulated micro-batches train as one k-times-larger
+    # batch, however many labelled tokens each holds (the base's own heads ignore the count, transformers 5.24)
+    accepts_loss_kwargs = True
 
     def __init__(self, model: nn.Module, config: InstancePromptConfig, tokenizer=None):
         super().__init__()
@@ -301,7 +304,8 @@ class InstancePromptModel(nn.Module):
     def forward(self, input_ids: Optional[torch.Tensor] = None, attention_mask: Optional[torch.Tensor] = None,
                 token_type_ids: Optional[torch.Tensor] = None, special_tokens_mask: Optional[torch.Tensor] = None,
                 labels: Optional[torch.Tensor] = None, output_attentions: Optional[bool] = None,
-                output_hidden_states: Optional[bool] = None, return_dict: Optional[bool] = None):
+                output_hidden_states: Optional[bool] = None, return_dict: Optional[bool] = None,
+                num_items_in_batch: Optional[torch.Tensor | int] = None):
         if input_ids is None:
             raise ValueError("InstancePromptModel needs input_ids (the instance prompt is made from the tokens)")
         if attention_mask is None:
@@ -353,13 +357,15 @@ class InstancePromptModel(nn.Module):
         if getattr(out, "last_hidden_state", None) is not None:
             out.last_hidden_state = self._at_caller_positions(out.last_hidden_state, None, n_prefix, keep).logits
         if token_loss:  # the head's own loss (cross-entropy, -100 ignored), over the caller's positions
-            loss = nn.functional.cross_entropy(out.logits.reshape(-1, out.logits.size(-1)), labels.reshape(-1))
+            loss = _cross_entropy(out.logits.reshape(-1, out.logits.size(-1)), labels.reshape(-1), num_items_in_batch)
             out = type(out)(loss=loss, **{k: v for k, v in out.items() if k != "loss"})
+        elif getattr(out, "loss", None) is not None and num_items_in_batch is not None:  # the base's mean loss
+            out.loss = _share_of(out.loss, out.logits, labels, num_items_in_batch)
         if verbalize:  # a masked LM read through label words: the classifier's output
             from transformers.modeling_outputs import SequenceClassifierOutput
 
             logits = self._verbalize(input_ids, out.logits)
-            loss = None if labels is None else nn.functional.cross_entropy(logits, labels)
+            loss = None if labels is None else _cross_entropy(logits, labels, num_items_in_batch)
             out = SequenceClassifierOutput(loss=loss, logits=logits, hidden_states=out.hidden_states,
                                            attentions=out.attentions)
         if order is not None:  # the per-token outputs back at the caller's (left-padded) positions
@@ -459,6 +465,23 @@ class InstancePromptModel(nn.Module):
         if not is_trainable:
             wrapped.requires_grad_(False)
         return wrapped.eval()  # ready to predict, as transformers' and PEFT's from_pretrained; the Trainer's train() trains
+
+
+def _cross_entropy(logits: torch.Tensor, labels: torch.Tensor, num_items_in_batch=None) -> torch.Tensor:
+    """Cross-entropy, -100 ignored: the mean over this batch's labels, or with the Trainer's ``num_items_in_batch``
+    their sum over it (a micro-batch's share of the accumulated batch's mean)."""
+    if num_items_in_batch is None:
+        return nn.functional.cross_entropy(logits, labels)
+    return nn.functional.cross_entropy(logits, labels, reduction="sum") / num_items_in_batch
+
+
+def _share_of(mean: torch.Tensor, logits: torch.Tensor, labels: torch.Tensor, num_items_in_batch) -> torch.Tensor:
+    """A head's mean loss (cross-entropy, -100 ignored, or BCE / MSE over every label value) as its sum over the
+    labels the Trainer counted (those other than -100), divided by the count over all accumulated micro-batches."""
+    counted = labels.ne(-100).sum()
+    if not counted:  # every label ignored: the mean is NaN, the share nothing (kept in the graph for backward)
+        return logits.sum() * 0.0
+    return mean * counted / num_items_in_batch
 
 
 def _read_saved(directory: str):
