@@ -5,16 +5,19 @@ step, ``generate``) with T5's tokenizer wrappers and OpenPrompt's own templates,
 nothing and the same tests pass."""
 import pytest
 import torch
+import transformers
 from openprompt import PromptDataLoader, PromptForClassification, PromptForGeneration
 from openprompt.data_utils import InputExample
 from openprompt.plms.lm import LMTokenizerWrapper
 from openprompt.plms.mlm import MLMTokenizerWrapper
 from openprompt.plms.seq2seq import T5LMTokenizerWrapper, T5TokenizerWrapper
-from openprompt.prompts import KnowledgeableVerbalizer, ManualTemplate, MixedTemplate, SoftTemplate
+from openprompt.prompts import (KnowledgeableVerbalizer, ManualTemplate, MixedTemplate, PrefixTuningTemplate,
+                                SoftTemplate)
 
 from conftest import _bert, _roberta, _t5_tokenizer
 from openprompt_ipt import InstanceWiseTemplate
 
+TRANSFORMERS_5 = int(transformers.__version__.split(".")[0]) >= 5
 DATA = [InputExample(guid="0", text_a="the movie was great", tgt_text="good film", label=0),
         InputExample(guid="1", text_a="a dog ran fast on the mat", tgt_text="bad", label=1)]
 # tutorial 2.1's generation_arguments, max_length cut to what a 64-position GPT-2 holds
@@ -96,7 +99,8 @@ def _greedy_by_hand(model, batch, steps):
         row = {k: batch[k][i:i + 1, :n] for k in ("input_ids", "attention_mask", "soft_token_ids") if k in batch}
         for _ in range(steps):
             nxt = _forward_logits(model, row).argmax(-1)
-            row = {k: torch.cat([v, nxt[:, None] if k == "input_ids" else torch.full_like(v[:, :1], k != "soft_token_ids")], 1)
+            grown = {"input_ids": nxt[:, None]}  # a generated token: attended to, not a soft token
+            row = {k: torch.cat([v, grown.get(k, torch.full_like(v[:, :1], k != "soft_token_ids"))], 1)
                    for k, v in row.items()}
             if nxt.item() == eos:
                 break
@@ -133,6 +137,20 @@ def test_tutorial_2_1_trains_and_generates_what_the_model_predicts(hosts, host, 
     assert len(sentences) == len(beamed) == 2 and all(isinstance(s, str) for s in sentences + beamed)
 
 
+@pytest.mark.skipif(not TRANSFORMERS_5, reason="transformers 4 reads PrefixTuningTemplate's tuple past_key_values")
+@pytest.mark.parametrize("host", ["t5", "gpt2"])
+def test_prefix_tuning_template_is_refused_in_one_line_on_transformers_5(hosts, host):
+    """It passes 4.x tuple past_key_values: on 5.x GPT-2 computed other logits than on 4.39 (no error), T5 raised
+    KeyError 'past_key_value' from the layers it had rewired."""
+    plm, tok = hosts[host]()
+    with pytest.raises(ValueError) as e:
+        PrefixTuningTemplate(model=plm, tokenizer=tok, text='{"placeholder":"text_a"} {"mask"}', num_token=3)
+    message = str(e.value)
+    assert len(message.splitlines()) == 1 and "PrefixTuningTemplate" in message and "transformers<5" in message
+    if host == "t5":  # refused before it replaced the layers' forward
+        assert "forward" not in vars(plm.encoder.block[0].layer[0])
+
+
 @pytest.mark.parametrize("make", [_bert, _roberta], ids=["bert", "roberta"])
 def test_tutorial_1_3_knowledgeable_verbalizer_calibrates_and_trains(tiny_dir, tmp_path, make):
     """Tutorial 1.3's order: the label words come from a file after construction (OpenPrompt's constructor reads
@@ -156,8 +174,8 @@ def test_tutorial_1_3_knowledgeable_verbalizer_calibrates_and_trains(tiny_dir, t
     # then calibrated and evaluated as the tutorial does (a calibrated verbalizer does not train: OpenPrompt divides
     # its softmax output in place, so backward raises on every transformers; docs/openprompt.md)
     support = [InputExample(guid=str(i), text_a=e.text_a, label=-1) for i, e in enumerate(DATA)]
-    loader = PromptDataLoader(dataset=support, template=template, tokenizer=tok, tokenizer_wrapper_class=MLMTokenizerWrapper,
-                              max_seq_length=32, batch_size=2, truncate_method="tail")
+    loader = PromptDataLoader(dataset=support, template=template, tokenizer=tok, max_seq_length=32, batch_size=2,
+                              tokenizer_wrapper_class=MLMTokenizerWrapper, truncate_method="tail")
     calibration = calibrate(model, loader)
     assert calibration.shape == (len(tok),) and torch.isfinite(calibration).all()
     model.verbalizer.register_calibrate_logits(calibration)

@@ -1,6 +1,6 @@
 """Shims that let unmodified OpenPrompt (1.0.1 / HEAD) import and run on newer transformers.
 
-OpenPrompt was written against transformers 4.x. Three things it uses are gone:
+OpenPrompt was written against transformers 4.x. What it uses that is gone or renamed:
   * ``transformers.generation_utils`` (removed in 4.40) -> alias to ``transformers.generation``;
   * ``transformers.AdamW`` (removed in 4.50)            -> ``torch.optim.AdamW``;
   * on 5.x, tokenizers lost ``build_inputs_with_special_tokens`` and the non-formatted form of
@@ -13,7 +13,10 @@ Plus two modules OpenPrompt imports for names only (``transformers.data.processo
 ``openprompt`` (``hook.py``); ``apply_to_openprompt()`` just after, for what patches OpenPrompt's own classes:
   * on 5.x, ``PromptForGeneration.generate`` (a ``GenerationMixin`` on a plain ``nn.Module``) met a ``generate``
     that calls ``PreTrainedModel`` methods on it and renamed the encoder hook OpenPrompt overrides -> delegated to
-    its PLM / OpenPrompt's hook; loss, greedy and beam search then equal 4.39's on the same weights. The 4.39 Trainer's resume fix is the 🤗 door's (``hf/trainer_compat.py``).
+    its PLM / OpenPrompt's hook; loss, greedy and beam search then equal 4.39's on the same weights;
+  * on 5.x, ``PrefixTuningTemplate`` feeds 4.x tuple ``past_key_values`` (GPT-2 then computes other logits
+    silently, T5 crashes): refused in one line.
+The 4.39 Trainer's resume fix is the 🤗 door's (``hf/trainer_compat.py``).
 """
 from __future__ import annotations
 
@@ -198,12 +201,30 @@ def _patch_prompt_for_generation() -> None:
     P._ipt_patched = True
 
 
+def _refuse_prefix_tuning_template() -> None:
+    import transformers
+    from openprompt.prompts.prefix_tuning_template import PrefixTuningTemplate as T
+
+    if getattr(T, "_ipt_patched", False):
+        return
+
+    def modify_plm(self, model):  # the last step of its __init__, before it rewires the PLM's layers
+        raise ValueError(
+            f"OpenPrompt's PrefixTuningTemplate does not work on transformers {transformers.__version__}: it passes "
+            "transformers 4's tuple past_key_values, which 5.x no longer reads (GPT-2 computes other logits, T5 "
+            "raises KeyError); use transformers<5 for it, or SoftTemplate / MixedTemplate (docs/openprompt.md)")
+
+    T.modify_plm = modify_plm
+    T._ipt_patched = True
+
+
 def apply_to_openprompt() -> None:
     """The shims that patch OpenPrompt's own classes; run once ``openprompt`` is imported (idempotent, and
     nothing on transformers 4)."""
     if not _generation_hook_renamed():
         return
     _patch_prompt_for_generation()
+    _refuse_prefix_tuning_template()
 
 
 def apply() -> None:
