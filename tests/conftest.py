@@ -71,6 +71,37 @@ def _roberta(tmp):
     return RobertaForMaskedLM(cfg).eval(), tok
 
 
+def _t5_tokenizer(tmp, extra_ids=4):
+    """A T5 tokenizer (SentencePiece-style unigram, ``</s>`` appended, ``<extra_id_i>`` sentinels) over WORDS, from
+    a ``tokenizer.json`` written here: transformers 4 loads it as ``T5TokenizerFast``, 5 as ``T5Tokenizer``; both
+    give the same ids."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors
+    from transformers import AutoTokenizer
+
+    d = os.path.join(tmp, "t5")
+    os.makedirs(d, exist_ok=True)
+    vocab = [("<pad>", 0.0), ("</s>", 0.0), ("<unk>", 0.0), ("\u2581", -2.0)]
+    vocab += [("\u2581" + w, -1.0) for w in WORDS] + [(w, -3.0) for w in WORDS]
+    vocab += [(c, -5.0) for c in sorted({c for w in WORDS for c in w} - set(WORDS))]
+    vocab += [(f"<extra_id_{i}>", 0.0) for i in range(extra_ids - 1, -1, -1)]  # T5's order: the last id is 0
+    tok = Tokenizer(models.Unigram(vocab, unk_id=2))
+    try:
+        meta = dict(replacement="\u2581", prepend_scheme="always", split=True)
+        decoders.Metaspace(**meta)
+    except TypeError:  # the older tokenizers of transformers 4.39
+        meta = dict(replacement="\u2581", add_prefix_space=True)
+    tok.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.WhitespaceSplit(), pre_tokenizers.Metaspace(**meta)])
+    tok.decoder = decoders.Metaspace(**meta)
+    tok.post_processor = processors.TemplateProcessing(single=["$A", "</s>"], pair=["$A", "</s>", "$B", "</s>"],
+                                                       special_tokens=[("</s>", 1)])
+    tok.save(os.path.join(d, "tokenizer.json"))
+    with open(os.path.join(d, "tokenizer_config.json"), "w") as f:
+        json.dump({"tokenizer_class": "T5Tokenizer", "extra_ids": extra_ids, "model_max_length": 128,
+                   "additional_special_tokens": [f"<extra_id_{i}>" for i in range(extra_ids)],
+                   "eos_token": "</s>", "unk_token": "<unk>", "pad_token": "<pad>"}, f)
+    return AutoTokenizer.from_pretrained(d)
+
+
 @pytest.fixture(scope="module")
 def one_thread():
     """Tiny models gain nothing from intra-op threads; on a busy 2-core machine OpenMP spin-waits make them

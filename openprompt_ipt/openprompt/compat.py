@@ -1,14 +1,22 @@
 """Shims that let unmodified OpenPrompt (1.0.1 / HEAD) import and run on newer transformers.
 
-OpenPrompt was written against transformers 4.x. Three things it uses are gone:
+OpenPrompt was written against transformers 4.x. What it uses that is gone or renamed:
   * ``transformers.generation_utils`` (removed in 4.40) -> alias to ``transformers.generation``;
   * ``transformers.AdamW`` (removed in 4.50)            -> ``torch.optim.AdamW``;
   * on 5.x, tokenizers lost ``build_inputs_with_special_tokens`` and the non-formatted form of
     ``get_special_tokens_mask`` (OpenPrompt's tokenizer wrappers call both) -> rebuilt from what
-    the tokenizer itself adds around a probe text.
+    the tokenizer itself adds around a probe text;
+  * on 5.x, ``additional_special_tokens`` / ``..._ids`` were renamed ``extra_special_tokens`` / ``..._ids``
+    (OpenPrompt's T5 wrappers read T5's ``<extra_id_i>`` from them) -> aliases of the new names.
 Plus two modules OpenPrompt imports for names only (``transformers.data.processors.utils``,
 ``tokenization_utils.SPECIAL_TOKENS_MAP_FILE``). ``apply()`` is idempotent and runs just before anything imports
-``openprompt`` (``hook.py``). The 4.39 Trainer's resume fix is the 🤗 door's (``hf/trainer_compat.py``).
+``openprompt`` (``hook.py``); ``apply_to_openprompt()`` just after, for what patches OpenPrompt's own classes:
+  * on 5.x, ``PromptForGeneration.generate`` (a ``GenerationMixin`` on a plain ``nn.Module``) met a ``generate``
+    that calls ``PreTrainedModel`` methods on it and renamed the encoder hook OpenPrompt overrides -> delegated to
+    its PLM / OpenPrompt's hook; loss, greedy and beam search then equal 4.39's on the same weights;
+  * on 5.x, ``PrefixTuningTemplate`` feeds 4.x tuple ``past_key_values`` (GPT-2 then computes other logits
+    silently, T5 crashes): refused in one line.
+The 4.39 Trainer's resume fix is the 🤗 door's (``hf/trainer_compat.py``).
 """
 from __future__ import annotations
 
@@ -131,6 +139,94 @@ def _patch_tokenizers() -> None:
     base._ipt_patched = True
 
 
+def _alias_additional_special_tokens() -> None:
+    """5.x still accepts ``additional_special_tokens=`` when building a tokenizer (it becomes
+    ``extra_special_tokens``) but no longer answers the attribute; 4.x has it, so nothing to do there."""
+    from transformers import tokenization_utils_base as tub
+
+    base = tub.PreTrainedTokenizerBase
+    if hasattr(base, "additional_special_tokens"):  # 4.x: a property of its own
+        return
+
+    def alias(new: str) -> property:
+        return property(lambda self: getattr(self, new), lambda self, value: setattr(self, new, value),
+                        doc=f"transformers 4's name of ``{new}`` (shimmed for OpenPrompt)")
+
+    base.additional_special_tokens = alias("extra_special_tokens")
+    base.additional_special_tokens_ids = alias("extra_special_tokens_ids")
+
+
+def _generation_hook_renamed() -> bool:
+    """transformers 5 renamed the encoder hook of ``generate`` that OpenPrompt overrides (4.x: the old name)."""
+    from transformers import GenerationMixin
+
+    return (hasattr(GenerationMixin, "_prepare_text_encoder_decoder_kwargs_for_generation")
+            and not hasattr(GenerationMixin, "_prepare_encoder_decoder_kwargs_for_generation"))
+
+
+def _delegate_to_plm(name: str):
+    def method(self, *args, **kwargs):
+        return getattr(self.plm, name)(*args, **kwargs)
+
+    method.__name__ = name
+    method.__doc__ = f"The PLM's ``{name}`` (5.x ``generate`` calls it on the model; shimmed for OpenPrompt)."
+    return method
+
+
+def _patch_prompt_for_generation() -> None:
+    """OpenPrompt's ``PromptForGeneration`` is a ``GenerationMixin`` but no ``PreTrainedModel``: 5.x's ``generate``
+    asks it for ``get_encoder`` / ``get_experts_implementation``, calls the encoder hook by its new name (skipping
+    OpenPrompt's override, the one that runs the template), and reorders beams through ``_reorder_cache`` when the
+    model has one: OpenPrompt's forwards to the PLM's, which 5.x PLMs dropped (their caches reorder themselves)."""
+    from openprompt.pipeline_base import PromptForGeneration as P
+
+    if getattr(P, "_ipt_patched", False):
+        return
+    for name in ("get_encoder", "get_experts_implementation"):
+        if not hasattr(P, name):
+            setattr(P, name, _delegate_to_plm(name))
+
+    def text_encoder_hook(self, inputs_tensor, model_kwargs, model_input_name, generation_config):
+        return self._prepare_encoder_decoder_kwargs_for_generation(inputs_tensor, model_kwargs, model_input_name)
+
+    P._prepare_text_encoder_decoder_kwargs_for_generation = text_encoder_hook
+    openprompt_reorder = P._reorder_cache
+
+    def reorder_cache(self):
+        if not hasattr(self.plm, "_reorder_cache"):  # hasattr(model) False: generate reorders the cache itself
+            raise AttributeError("_reorder_cache")
+        return openprompt_reorder.__get__(self)
+
+    P._reorder_cache = property(reorder_cache)
+    P._ipt_patched = True
+
+
+def _refuse_prefix_tuning_template() -> None:
+    import transformers
+    from openprompt.prompts.prefix_tuning_template import PrefixTuningTemplate as T
+
+    if getattr(T, "_ipt_patched", False):
+        return
+
+    def modify_plm(self, model):  # the last step of its __init__, before it rewires the PLM's layers
+        raise ValueError(
+            f"OpenPrompt's PrefixTuningTemplate does not work on transformers {transformers.__version__}: it passes "
+            "transformers 4's tuple past_key_values, which 5.x no longer reads (GPT-2 computes other logits, T5 "
+            "raises KeyError); use transformers<5 for it, or SoftTemplate / MixedTemplate (docs/openprompt.md)")
+
+    T.modify_plm = modify_plm
+    T._ipt_patched = True
+
+
+def apply_to_openprompt() -> None:
+    """The shims that patch OpenPrompt's own classes; run once ``openprompt`` is imported (idempotent, and
+    nothing on transformers 4)."""
+    if not _generation_hook_renamed():
+        return
+    _patch_prompt_for_generation()
+    _refuse_prefix_tuning_template()
+
+
 def apply() -> None:
     """Install every shim OpenPrompt needs on the installed transformers version (idempotent)."""
     global _APPLIED
@@ -141,4 +237,5 @@ def apply() -> None:
     _restore_processor_utils()
     _restore_special_tokens_map_file()
     _patch_tokenizers()
+    _alias_additional_special_tokens()
     _APPLIED = True

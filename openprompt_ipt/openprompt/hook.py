@@ -6,6 +6,7 @@ meta-path finder in front of the import system that wraps the loaders of ``openp
 packages OpenPrompt finds by name (``WATCHED``):
 
 * before OpenPrompt's own code runs: ``compat.apply()`` (it cannot import on new transformers without);
+  right after it: ``compat.apply_to_openprompt()`` (what patches OpenPrompt's own classes);
 * after OpenPrompt, or one of our packages, has run: ``registry.register_ready``
   registers whatever is complete. A package still being imported (it is what imported OpenPrompt)
   is registered when it finishes, so ``import openprompt_ipt`` then ``from openprompt.prompts import
@@ -36,6 +37,10 @@ class _Loader(importlib.abc.Loader):
 
             compat.apply()
         self.inner.exec_module(module)
+        if name == "openprompt":
+            from . import compat
+
+            compat.apply_to_openprompt()
         finished.add(name)
         from . import registry
 
@@ -69,5 +74,6 @@ def install() -> None:
         from . import compat, registry
 
         compat.apply()
+        compat.apply_to_openprompt()
         finished.add("openprompt")
         registry.register_ready(finished)
