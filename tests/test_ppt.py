@@ -207,3 +207,17 @@ def test_too_few_pairs_in_a_built_config_writes_nothing(tmp_path, tiny_model_dir
     with pytest.raises(ValueError, match=r"corpus.pairs = 2 is too few"):
         run_ppt(cfg, output_dir=str(tmp_path / "x"), show_progress=False, log=lambda *_: None)
     assert not any(p.name.startswith("x") for p in tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("line,what", [('["a list"]', "it is a list, not a JSON object"),
+                                       ('{"title": "n", "text": 5}', "its 'text' is int, not a string")])
+def test_a_corpus_line_that_is_not_an_article_is_one_line(tmp_path, line, what):
+    """A JSON line that is not an object, or whose text is not a string: AttributeError / TypeError tracebacks."""
+    from openprompt_ipt.pretraining.ppt import read_documents
+
+    path = write_corpus(tmp_path / "wiki.jsonl", docs=3)
+    with open(path, "a") as f:
+        f.write(line + "\n")
+    with pytest.raises(ValueError, match=rf"^PPT corpus '.*wiki.jsonl' line 4: {what}: write one JSON object per line "
+                                         r"with the article as a string under 'text'$"):
+        read_documents(path, 1, 40)

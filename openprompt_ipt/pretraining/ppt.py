@@ -115,8 +115,14 @@ def read_documents(path: str, min_words: int, max_words: int) -> List[List[str]]
                                 "--data-root / IPT_ASSETS to the assets folder")
     docs = []
     with open(path) as f:
-        for row in iter_jsonl(f, path):
-            sents = sentences(row.get("text", ""), min_words, max_words)
+        for n, row in iter_jsonl(f, path, numbered=True):
+            text = row.get("text") if isinstance(row, dict) else None
+            if not isinstance(row, dict) or not isinstance(text, (str, type(None))):  # was an AttributeError / TypeError
+                what = (f"its 'text' is {type(text).__name__}, not a string" if isinstance(row, dict)
+                        else f"it is a {type(row).__name__}, not a JSON object")
+                raise ValueError(f"PPT corpus '{path}' line {n}: {what}: write one JSON object per line with the "
+                                 "article as a string under 'text'")
+            sents = sentences(text or "", min_words, max_words)
             if len(sents) >= 3:
                 docs.append(sents)
     if len(docs) < 2:
