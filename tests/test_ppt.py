@@ -181,3 +181,43 @@ def test_bad_ppt_config_is_one_line(tmp_path, tiny_model_dir):  # noqa: F811
     with pytest.raises(FileNotFoundError, match="PPT corpus .* not found"):
         run_ppt(cfg, output_dir=str(tmp_path / "x"), show_progress=False, log=lambda *_: None)
     assert not any(p.name.startswith("x") for p in tmp_path.iterdir())  # nothing written
+
+
+@pytest.mark.parametrize("pairs,least", [(1, 9), (2, 9), (8, 9)])
+def test_too_few_pairs_for_three_splits_is_refused(tmp_path, pairs, least):
+    """corpus.pairs of 1 or 2 became 3 pairs per split (9) without a word; refused before anything is written."""
+    from openprompt_ipt.pretraining.ppt import load_ppt_config, split_sizes
+
+    path = tmp_path / "p.yaml"
+    path.write_text(f"corpus: {{pairs: {pairs}}}\n")
+    with pytest.raises(ValueError, match=rf"^corpus.pairs = {pairs} is too few: the train, dev and test splits take at "
+                                         rf"least 3 pairs each .*: give corpus.pairs >= {least}$"):
+        load_ppt_config(str(path))
+    path.write_text(f"corpus: {{pairs: {least}}}\n")
+    assert sum(split_sizes(load_ppt_config(str(path))["corpus"]).values()) == least
+    assert split_sizes({"pairs": 3000, "dev_fraction": 0.1, "test_fraction": 0.1}) == {"train": 2400, "dev": 300,
+                                                                                     "test": 300}
+
+
+def test_too_few_pairs_in_a_built_config_writes_nothing(tmp_path, tiny_model_dir):  # noqa: F811
+    from openprompt_ipt.pretraining.ppt import run_ppt
+
+    cfg = ppt_cfg(tmp_path, tiny_model_dir)
+    cfg["corpus"]["pairs"] = 2
+    with pytest.raises(ValueError, match=r"corpus.pairs = 2 is too few"):
+        run_ppt(cfg, output_dir=str(tmp_path / "x"), show_progress=False, log=lambda *_: None)
+    assert not any(p.name.startswith("x") for p in tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("line,what", [('["a list"]', "it is a list, not a JSON object"),
+                                       ('{"title": "n", "text": 5}', "its 'text' is int, not a string")])
+def test_a_corpus_line_that_is_not_an_article_is_one_line(tmp_path, line, what):
+    """A JSON line that is not an object, or whose text is not a string: AttributeError / TypeError tracebacks."""
+    from openprompt_ipt.pretraining.ppt import read_documents
+
+    path = write_corpus(tmp_path / "wiki.jsonl", docs=3)
+    with open(path, "a") as f:
+        f.write(line + "\n")
+    with pytest.raises(ValueError, match=rf"^PPT corpus '.*wiki.jsonl' line 4: {what}: write one JSON object per line "
+                                         r"with the article as a string under 'text'$"):
+        read_documents(path, 1, 40)

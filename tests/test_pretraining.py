@@ -130,16 +130,22 @@ def test_bad_mapping_is_one_clear_error(bert, data_dir, hf_cache, monkeypatch, c
 
 @pytest.mark.parametrize("content,match", [
     ("", "file '.*mixed.jsonl' is empty: fill it, or remove the source"),  # was StopIteration deep in datasets
+    # was DatasetGenerationError, then datasets' own 'Failed to load JSON ...' log line before an Arrow row number
     ('{"body": "a b c", "tag": "s"}\n{"body": broken\n',
-     r"cannot read '.*mixed.jsonl' as json \(ArrowInvalid: .*\): fix the file"),  # was DatasetGenerationError
+     r"cannot read '.*mixed.jsonl' as json: line 2 is not JSON \(Expecting value\): fix that line"),
+    ('{"body": "a b c", "tag": "s"}\n["a", "s"]\n',
+     r"cannot read '.*mixed.jsonl' as json: line 2 is a list, not a JSON object: fix that line"),
 ])
-def test_an_empty_or_broken_source_file_is_one_line(bert, hf_cache, tmp_path, content, match):
+def test_an_empty_or_broken_source_file_is_one_line(bert, hf_cache, tmp_path, capfd, caplog, content, match):
     _, tok = bert
     (tmp_path / "mixed.jsonl").write_text(content)
+    capfd.readouterr()
     with pytest.raises(ValueError, match="source 'mixed': " + match) as err:
         build_corpus(parse_mapping(mapping_dict(path=str(tmp_path / "mixed.jsonl"))), tok, str(tmp_path),
                      cache_dir=hf_cache, log=lambda *_: None)
     assert "\n" not in str(err.value)
+    assert capfd.readouterr().err == ""  # our line is the only output
+    assert not [r for r in caplog.records if r.name.startswith("datasets")]
 
 
 def test_category_without_examples(bert, data_dir, hf_cache):

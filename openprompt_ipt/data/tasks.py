@@ -44,27 +44,57 @@ class LocalFile:
             raise ValueError(f"data file {file} is not UTF-8 text (byte {e.object[e.start]:#04x} cannot be read): "
                              "re-save it as UTF-8") from None
 
-    def _read(self, file: str) -> List[dict]:
+    def _load(self, file: str, content: str):
+        """The jsonl / csv / tsv file through 🤗 datasets, quietly; a malformed file is one line naming it."""
         import datasets
 
+        from .file_errors import datasets_quiet
+
+        csv_file = self.name.endswith((".csv", ".tsv"))
+        try:
+            with datasets_quiet():  # it logs a line of its own before raising
+                if csv_file:
+                    return datasets.load_dataset(
+                        "csv", name=content, data_files=file, split="train",
+                        delimiter="\t" if self.name.endswith(".tsv") else ",", column_names=list(self.columns),
+                        skiprows=1 if self.header else 0, keep_default_na=False,
+                        quoting=3 if self.name.endswith(".tsv") else 0)  # tsv: quotes are text (QUOTE_NONE)
+                return datasets.load_dataset("json", name=content, data_files=file, split="train")
+        except Exception as e:
+            raise _unreadable(file, "csv" if csv_file else "json", e) from None
+
+    def _read(self, file: str) -> List[dict]:
         # datasets keys its cache of a local file by path and mtime: a file replaced by another of the same mtime
         # (cp -p, an unpacked archive) would read as the old rows. A config name holding the content's hash keys it
         # by what the file says.
         content = f"sha256-{_digest(file)}"
         if self.name.endswith(".json"):  # one JSON document: a list of rows, or a dict whose values are rows
             with open(file, encoding="utf-8") as f:
-                data = json.load(f)
+                try:
+                    data = json.load(f)
+                except json.JSONDecodeError as e:  # its message names no file
+                    raise ValueError(f"data file {file} line {e.lineno} is not JSON ({e.msg}): fix the file") from None
             rows = list(data.values()) if isinstance(data, dict) else data
-        elif self.name.endswith((".csv", ".tsv")):
-            rows = datasets.load_dataset(
-                "csv", name=content, data_files=file, split="train", delimiter="\t" if self.name.endswith(".tsv") else ",",
-                column_names=list(self.columns), skiprows=1 if self.header else 0, keep_default_na=False,
-                quoting=3 if self.name.endswith(".tsv") else 0)  # tsv: quotes are text (QUOTE_NONE)
         else:
-            rows = datasets.load_dataset("json", name=content, data_files=file, split="train")
+            rows = self._load(file, content)
         if len(rows) == 0:
             raise ValueError(f"data file {file} has no rows")
         return [dict(r) for r in rows]
+
+
+def _unreadable(file: str, fmt: str, error: Exception) -> Exception:
+    """A local file datasets could not read: its line when it is a JSON-lines line (datasets' message names an
+    Arrow batch's row, or only a position, and never the file), else the reason in one line."""
+    from .file_errors import json_problem
+
+    cause = error.__cause__ or error
+    if isinstance(cause, UnicodeDecodeError):
+        return cause  # LocalFile.read names the file and the byte
+    problem = json_problem(file) if fmt == "json" else ""
+    if problem:
+        return ValueError(f"data file {file} {problem}: write one JSON object per line (fix or remove that line)")
+    reason = (str(cause).strip().splitlines() or [type(cause).__name__])[0][:200]
+    return ValueError(f"data file {file} cannot be read as {fmt} ({type(cause).__name__}: {reason}): fix the file")
 
 
 def _digest(file: str) -> str:

@@ -10,7 +10,9 @@ authors' code, padding included).
 """
 from __future__ import annotations
 
-from typing import Dict, Optional, Type
+import contextlib
+import contextvars
+from typing import Dict, Iterable, Optional, Type
 
 import torch
 from torch import nn
@@ -20,6 +22,10 @@ from .token_select import first_content_ids, utilized_content_ids
 from .vocab_table import VocabPromptTable, load_table, table_sha256, tokenizer_fingerprint
 
 TOKEN_SOURCES = ("content", "input_prefix")
+
+# While a saved prompt is rebuilt: the exports whose trained result its weights file holds (``exports_in_weights``
+# at save time), by path. Set by the doors' from_pretrained (``rebuilding_saved``), read by the strategies.
+_IN_SAVED_WEIGHTS: contextvars.ContextVar = contextvars.ContextVar("exports_in_saved_weights", default=None)
 
 
 class InstancePromptGenerator(nn.Module):
@@ -62,10 +68,16 @@ class PretrainedIPT(RandomIPT):
         if not pretrained_path:
             raise ValueError("strategy 'pretrained' needs pretrained_path: the .safetensors table exported by "
                              "experiments/pretrain_categories.py")
-        weight, metadata = load_table(pretrained_path, vocab_size, hidden_size, tokenizer_vocab, tokenizer)
-        kwargs["table_dim"] = weight.shape[1]
+        saved = _saved_export("pretrained_path", pretrained_path)
+        if saved is not None:  # rebuilt to receive saved weights that hold the trained table: only its width is needed
+            weight, metadata, kwargs["table_dim"] = None, {}, int(saved["table_dim"])
+        else:
+            weight, metadata = load_table(pretrained_path, vocab_size, hidden_size, tokenizer_vocab, tokenizer)
+            kwargs["table_dim"] = weight.shape[1]
         super().__init__(vocab_size, hidden_size, prompt_length, weight=weight, **kwargs)
         self.table_metadata = metadata
+        # the table trains, so a saved prompt holds it: what rebuilding it needs instead of the export
+        self.export_record = {"pretrained_path": str(pretrained_path), "table_dim": self.table.dim}
 
 
 class EncoderIPT(InstancePromptGenerator):
@@ -92,6 +104,9 @@ class EncoderIPT(InstancePromptGenerator):
                             dropout=encoder_dropout)
         self.encoder = PromptEncoder(cfg, prompt_length, hidden_size)
         if encoder_path:
+            # the body trains, so a saved prompt holds it: rebuilt for those weights, the export is not read
+            self.export_record = {"encoder_path": str(encoder_path)}
+        if encoder_path and _saved_export("encoder_path", encoder_path) is None:
             from .encoder_io import load_encoder_body
             vocabulary = None if tokenizer is None else (getattr(tokenizer, "name_or_path", "") or "?",
                                                          tokenizer_fingerprint(tokenizer))
@@ -122,6 +137,53 @@ def check_exported_tables(module: nn.Module, recorded: Optional[Dict[str, dict]]
             raise ValueError(f"'{where}' was trained reading the frozen table '{saved.get('path')}' and {found}: "
                              "its prompts would change; put back the export it was trained with (pretrained_path), "
                              "or train again on the new one")
+
+
+def exports_in_weights(module: nn.Module, saved: Iterable[str]) -> Dict[str, dict]:
+    """``{name: record}`` of the exports inside ``module`` whose trained result is in the saved weights (``saved``:
+    the parameter names a checkpoint holds): Pretrained IPT's table (``{"pretrained_path", "table_dim"}``), Encoder
+    IPT's body (``{"encoder_path"}``). A saved prompt records it, so rebuilding it reads none of them."""
+    saved = set(saved)
+    out = {}
+    for name, m in module.named_modules():
+        record = getattr(m, "export_record", None)
+        if not record:
+            continue
+        part = "table" if "pretrained_path" in record else "encoder"  # the submodule the export fills
+        prefix = f"{name}.{part}." if name else f"{part}."
+        if all(prefix + n in saved for n, _ in getattr(m, part).named_parameters()):
+            out[name] = dict(record)
+    return out
+
+
+@contextlib.contextmanager
+def rebuilding_saved(records: Optional[Dict[str, dict]]):
+    """Inside: a prompt rebuilt to receive saved weights that hold ``records`` (``exports_in_weights`` at save time)
+    takes what it needs from them instead of reading those exports (a folder copied without ``exports/`` loads).
+    A frozen table (Encoder IPT's ``pretrained_path``) is not in the weights: it is read, and checked, as ever."""
+    by_key: Dict[str, dict] = {}
+    for record in (records or {}).values():
+        if isinstance(record, dict):
+            for key in ("pretrained_path", "encoder_path"):
+                if record.get(key):
+                    by_key.setdefault(key, {})[str(record[key])] = record
+    token = _IN_SAVED_WEIGHTS.set(by_key)
+    try:
+        yield
+    finally:
+        _IN_SAVED_WEIGHTS.reset(token)
+
+
+def cannot_rebuild(directory: str, error: FileNotFoundError, what: str, move: str) -> str:
+    """The line for a saved prompt whose export is gone: Encoder IPT's frozen table (not in the weights: 47 MB for
+    MiniLM's vocabulary), or any export of a folder saved before ``exports_in_weights`` was recorded."""
+    return (f"'{directory}' cannot be rebuilt: {str(error).split(': ', 1)[0]}; {what} reads its exports again when it "
+            f"is loaded: put the export back at that path, {move}")
+
+
+def _saved_export(key: str, path) -> Optional[dict]:
+    """The record of export ``path`` (``key``: pretrained_path / encoder_path) when the weights being loaded hold it."""
+    return ((_IN_SAVED_WEIGHTS.get() or {}).get(key) or {}).get(str(path)) if path else None
 
 
 STRATEGIES: Dict[str, Type[InstancePromptGenerator]] = {

@@ -19,7 +19,7 @@ import torch
 from torch import nn
 from transformers.utils import SAFE_WEIGHTS_NAME, WEIGHTS_NAME
 
-from ..generators import check_exported_tables, exported_tables
+from ..generators import cannot_rebuild, check_exported_tables, exported_tables, exports_in_weights, rebuilding_saved
 from ..generators.layered import InstanceInputs
 from ..injection import max_positions, prepend, trim_outputs
 from ..injection.checkpointing import carry_prompt
@@ -263,7 +263,8 @@ class InstancePromptModel(nn.Module):
         """What a saved folder records: the prompt, the base (fingerprint, name or path) and the tokenizer."""
         base = dict(fingerprint(self.base_model), name_or_path=getattr(self.config, "_name_or_path", "") or "")
         return {"format": FORMAT, "prompt": self.prompt_config.to_dict(), "base_model": base,
-                "tokenizer": self._tokenizer_record, "exported_tables": exported_tables(self)}
+                "tokenizer": self._tokenizer_record, "exported_tables": exported_tables(self),
+                "exports_in_weights": exports_in_weights(self, self.saved_parameters())}
 
     def state_dict(self, *args, destination=None, prefix="", keep_vars=False):
         """Only the tensors that train (prompt, generator, head), as PEFT's checkpoints, and the prompt's config
@@ -450,7 +451,11 @@ class InstancePromptModel(nn.Module):
         if tokenizer is None:
             tokenizer = _saved_tokenizer(directory, saved.get("tokenizer") or {}, model)
         check_against_record(tokenizer, saved.get("tokenizer"), directory)
-        wrapped = cls(model, InstancePromptConfig.from_dict(prompt), tokenizer=tokenizer)
+        try:
+            with rebuilding_saved(saved.get("exports_in_weights")):  # what the weights hold is not read from exports
+                wrapped = cls(model, InstancePromptConfig.from_dict(prompt), tokenizer=tokenizer)
+        except FileNotFoundError as e:  # an export the weights do not hold (a frozen table), moved or deleted
+            raise FileNotFoundError(cannot_rebuild(directory, e, "the model", "then load it again")) from None
         check_exported_tables(wrapped, saved.get("exported_tables"), directory)
         own = wrapped.saved_parameters()
         missing, unknown = sorted(set(own) - set(weights)), sorted(set(weights) - set(own))

@@ -157,6 +157,8 @@ def load_source_rows(spec: SourceSpec, root: str, cache_dir: Optional[str] = Non
     from datasets import load_dataset
     from datasets.utils.logging import disable_progress_bar
 
+    from ..data.file_errors import datasets_quiet, json_problem
+
     disable_progress_bar()
     files = _local_files(spec, root)
     if files is None and (_format_of(spec.path) or spec.path.startswith((".", os.sep)) or spec.files):
@@ -164,7 +166,8 @@ def load_source_rows(spec: SourceSpec, root: str, cache_dir: Optional[str] = Non
                          f"root '{root}' or the current directory")
     if files is None:
         try:
-            return load_dataset(spec.path, spec.config, split=spec.split, cache_dir=cache_dir)
+            with datasets_quiet():  # its own log line would come before ours
+                return load_dataset(spec.path, spec.config, split=spec.split, cache_dir=cache_dir)
         except Exception as e:  # offline, unknown name, gated, ...
             reason = str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__
             raise ValueError(f"source '{spec.name}': unknown dataset '{spec.path}': not a file or folder under the "
@@ -184,8 +187,14 @@ def load_source_rows(spec: SourceSpec, root: str, cache_dir: Optional[str] = Non
         if spec.column_names:
             kwargs["column_names"] = list(spec.column_names)
     try:
-        return load_dataset(fmt, data_files=files, split="train", cache_dir=cache_dir, **kwargs)
+        with datasets_quiet():  # a malformed file: datasets logs a line of its own before raising
+            return load_dataset(fmt, data_files=files, split="train", cache_dir=cache_dir, **kwargs)
     except Exception as e:  # a malformed file: datasets' own error is a chained traceback
+        problems = [(f, json_problem(f)) for f in files] if fmt == "json" else []
+        bad = next(((f, p) for f, p in problems if p), None)
+        if bad:  # the file's line, not an Arrow batch's row
+            raise ValueError(f"source '{spec.name}': cannot read '{bad[0]}' as json: {bad[1]}: fix that line (one JSON "
+                             "object per line, or one JSON document), or set format: in the mapping") from None
         cause = e.__cause__ or e
         reason = (str(cause).strip().splitlines() or [type(cause).__name__])[0][:200]
         raise ValueError(f"source '{spec.name}': cannot read {files if len(files) > 1 else repr(files[0])} as {fmt} "

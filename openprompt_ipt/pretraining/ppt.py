@@ -54,7 +54,29 @@ def load_ppt_config(path: str, overrides: Sequence[str] = ()) -> Dict:
     raw = read_yaml_with_overrides(path, overrides, hint=" (see yamls/pretrain_ppt.yaml)", expect="ppt")
     cfg = merge_config(DEFAULTS, raw, "", {})
     check_values(cfg, schema=PPT)  # types and ranges: one table in runner/schema.py
+    split_sizes(cfg["corpus"])
     return cfg
+
+
+MIN_SPLIT = 3  # pairs per split at least: one per answer
+
+
+def _sizes(total: int, dev_fraction: float, test_fraction: float) -> Dict[str, int]:
+    dev, test = (max(MIN_SPLIT, round(total * float(f))) for f in (dev_fraction, test_fraction))
+    return {"train": max(MIN_SPLIT, total - dev - test), "dev": dev, "test": test}
+
+
+def split_sizes(corpus: Dict) -> Dict[str, int]:
+    """Pairs per split for ``corpus.pairs`` in all; a total the splits cannot hold (each takes at least 3) was
+    raised to 3 per split without a word: refused in one line with the smallest total that works."""
+    total, dev, test = int(corpus["pairs"]), corpus["dev_fraction"], corpus["test_fraction"]
+    sizes = _sizes(total, dev, test)
+    if sum(sizes.values()) != total:
+        least = next(n for n in range(total, total + 100_000) if sum(_sizes(n, dev, test).values()) == n)
+        raise ValueError(f"corpus.pairs = {total} is too few: the train, dev and test splits take at least "
+                         f"{MIN_SPLIT} pairs each (one per answer; dev_fraction {dev}, test_fraction {test}): "
+                         f"give corpus.pairs >= {least}")
+    return sizes
 
 
 def experiment_config(cfg: Dict) -> Dict:
@@ -93,8 +115,14 @@ def read_documents(path: str, min_words: int, max_words: int) -> List[List[str]]
                                 "--data-root / IPT_ASSETS to the assets folder")
     docs = []
     with open(path) as f:
-        for row in iter_jsonl(f, path):
-            sents = sentences(row.get("text", ""), min_words, max_words)
+        for n, row in iter_jsonl(f, path, numbered=True):
+            text = row.get("text") if isinstance(row, dict) else None
+            if not isinstance(row, dict) or not isinstance(text, (str, type(None))):  # was an AttributeError / TypeError
+                what = (f"its 'text' is {type(text).__name__}, not a string" if isinstance(row, dict)
+                        else f"it is a {type(row).__name__}, not a JSON object")
+                raise ValueError(f"PPT corpus '{path}' line {n}: {what}: write one JSON object per line with the "
+                                 "article as a string under 'text'")
+            sents = sentences(text or "", min_words, max_words)
             if len(sents) >= 3:
                 docs.append(sents)
     if len(docs) < 2:
@@ -138,9 +166,7 @@ def build_pairs(cfg: Dict, corpus_path: str) -> Dict[str, List]:
     if len(docs) - n_dev - n_test < 2:
         raise ValueError(f"PPT corpus has {len(docs)} usable articles: too few to hold out dev and test articles")
     parts = {"dev": docs[:n_dev], "test": docs[n_dev:n_dev + n_test], "train": docs[n_dev + n_test:]}
-    total = int(c["pairs"])
-    sizes = {"dev": max(3, round(total * float(c["dev_fraction"]))), "test": max(3, round(total * float(c["test_fraction"])))}
-    sizes["train"] = max(3, total - sizes["dev"] - sizes["test"])
+    sizes = split_sizes(c)
     out = {name: make_pairs(parts[name], sizes[name], rng) for name in ("train", "dev", "test")}
     out["summary"] = {"articles": {k: len(v) for k, v in parts.items()}, "pairs": {k: len(out[k]) for k in parts},
                       "labels": list(LABELS), "label_words": LABEL_WORDS, "source": corpus_path}
@@ -185,6 +211,7 @@ def run_ppt(cfg: Dict, data_root: Optional[str] = None, output_dir: Optional[str
     from .export import finalize, prepare_output
 
     started = time.time()
+    split_sizes(cfg["corpus"])  # before anything is written
     exp = experiment_config(cfg)
     out = output_dir or cfg.get("output_dir") or default_output_dir(cfg, exp)
     corpus_path = os.path.join(resolve_root(data_root), cfg["corpus"]["path"])

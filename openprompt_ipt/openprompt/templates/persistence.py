@@ -11,7 +11,8 @@ import warnings
 
 import torch
 
-from ...generators import check_exported_tables, exported_tables, tokenizer_fingerprint
+from ...generators import (cannot_rebuild, check_exported_tables, exported_tables, exports_in_weights,
+                           rebuilding_saved, tokenizer_fingerprint)
 from ...serialization import load_trainable, read_json, save_trainable
 
 CONFIG_FILE, WEIGHTS_FILE = "template_config.json", "template.safetensors"
@@ -86,9 +87,11 @@ class TrainedTemplateMixin:
 
     def saved_with(self) -> dict:
         tokenizer = self.tokenizer
+        saved = [n for n, p in self.named_parameters() if p.requires_grad and not n.startswith("raw_embedding")]
         return {"tokenizer": {"name_or_path": getattr(tokenizer, "name_or_path", "") or "", "size": len(tokenizer),
                               "fingerprint": tokenizer_fingerprint(tokenizer)},
-                "backbone": self.__dict__.get("_backbone", {}), "exported_tables": exported_tables(self)}
+                "backbone": self.__dict__.get("_backbone", {}), "exported_tables": exported_tables(self),
+                "exports_in_weights": exports_in_weights(self, saved)}
 
     def check_saved_with(self, directory: str, model) -> None:
         """``check_saved_with`` for this template: a method, so the runner (``init_from``) asks the template it
@@ -111,13 +114,13 @@ class TrainedTemplateMixin:
         record = config.pop(SAVED_WITH, None) or {}  # absent in folders saved before it was recorded
         _check_backbone(record, model, tokenizer, directory)
         try:
-            template = cls(model, tokenizer, **{**config, **overrides})
+            with rebuilding_saved(record.get("exports_in_weights")):  # what the weights hold is not read from exports
+                template = cls(model, tokenizer, **{**config, **overrides})
         except TypeError as e:  # a key edited in by hand: one line naming the file
             raise ValueError(f"'{path}': {e}: remove the key, or save the template again") from None
-        except FileNotFoundError as e:  # an export it started from (pretrained_path, encoder_path), moved or deleted
-            raise FileNotFoundError(f"'{directory}' cannot be rebuilt: {str(e).split(': ', 1)[0]}; the template reads "
-                                    "its exports again when it is loaded: put the export back at that path, or pass "
-                                    "its new place (from_pretrained(..., pretrained_path=... / encoder_path=...))") from None
+        except FileNotFoundError as e:  # an export its weights do not hold (a frozen table), moved or deleted
+            raise FileNotFoundError(cannot_rebuild(directory, e, "the template", "or pass its new place (from_pretrained("
+                                                   "..., pretrained_path=... / encoder_path=...))")) from None
         check_exported_tables(template, record.get("exported_tables"), directory)
         load_trainable(template, os.path.join(directory, WEIGHTS_FILE),
                        "save the template again with save_pretrained() (or train the run again)")
