@@ -281,3 +281,26 @@ def test_runner_refuses_a_late_prompt_on_an_unfrozen_plm(tmp_path):
     with pytest.raises(ValueError, match="plm.freeze: false with injection: late"):
         run_experiment(cfg, output_dir=str(tmp_path / "run"), show_progress=False)
     assert not os.path.exists(tmp_path / "run" / "metrics.json")
+
+
+@pytest.mark.parametrize("method", ["lpt", "late_ipt"])
+def test_hf_sequence_classifier_reads_the_cls_state_not_the_late_prompt(plm, method):
+    """The base's head (BERT: pooler + classifier; RoBERTa: classifier on <s>) reads position 0 of the encoder's
+    output: with the late prompt still leading the sequence there, it read the first prompt vector, while the
+    hidden states the model returns (and the OpenPrompt door's cls_head) put [CLS] at position 0."""
+    from test_hf_trainer import classifier_from
+
+    from openprompt_ipt.hf import InstancePromptConfig, get_instance_prompt_model
+
+    mlm, tok = deeper(plm)
+    clf = classifier_from(mlm, initializer_range=0.5)
+    options = {"dropout": 0.0} if method == "lpt" else {}
+    model = get_instance_prompt_model(clf, InstancePromptConfig(method=method, prompt_length=3, late_layer=2,
+                                                                options=options), tok).eval()
+    batch = tok(["the cat sat", "a dog ran fast on the mat"], padding=True, return_tensors="pt")
+    with torch.no_grad():
+        out = model(**batch, output_hidden_states=True)
+        last = out.hidden_states[-1]
+        pooler = getattr(clf.base_model, "pooler", None)
+        expected = clf.classifier(pooler(last)) if pooler is not None else clf.classifier(last)
+    torch.testing.assert_close(out.logits, expected, rtol=0, atol=1e-5)
