@@ -151,6 +151,9 @@ def test_bad_late_settings_are_one_line(bert, kwargs, message):
         build_prefix(model, tok, **kwargs)
     text = str(info.value)
     assert message in text and "\n" not in text
+    # a refused template leaves no hooks on the PLM (a notebook retrying settings piled up dead ones)
+    hooks = [m for m in model.modules() if m._forward_pre_hooks or m._forward_hooks]
+    assert not hooks, f"{len(hooks)} module(s) kept hooks of a template that was refused"
 
 
 def test_a_model_whose_layers_cannot_be_found_is_refused(bert):
@@ -281,3 +284,42 @@ def test_runner_refuses_a_late_prompt_on_an_unfrozen_plm(tmp_path):
     with pytest.raises(ValueError, match="plm.freeze: false with injection: late"):
         run_experiment(cfg, output_dir=str(tmp_path / "run"), show_progress=False)
     assert not os.path.exists(tmp_path / "run" / "metrics.json")
+
+
+@pytest.mark.parametrize("method", ["lpt", "late_ipt"])
+def test_hf_sequence_classifier_reads_the_cls_state_not_the_late_prompt(plm, method):
+    """The base's head (BERT: pooler + classifier; RoBERTa: classifier on <s>) reads position 0 of the encoder's
+    output: with the late prompt still leading the sequence there, it read the first prompt vector, while the
+    hidden states the model returns (and the OpenPrompt door's cls_head) put [CLS] at position 0."""
+    from test_hf_trainer import classifier_from
+
+    from openprompt_ipt.hf import InstancePromptConfig, get_instance_prompt_model
+
+    mlm, tok = deeper(plm)
+    clf = classifier_from(mlm, initializer_range=0.5)
+    options = {"dropout": 0.0} if method == "lpt" else {}
+    model = get_instance_prompt_model(clf, InstancePromptConfig(method=method, prompt_length=3, late_layer=2,
+                                                                options=options), tok).eval()
+    batch = tok(["the cat sat", "a dog ran fast on the mat"], padding=True, return_tensors="pt")
+    with torch.no_grad():
+        out = model(**batch, output_hidden_states=True)
+        last = out.hidden_states[-1]
+        pooler = getattr(clf.base_model, "pooler", None)
+        expected = clf.classifier(pooler(last)) if pooler is not None else clf.classifier(last)
+    torch.testing.assert_close(out.logits, expected, rtol=0, atol=1e-5)
+
+
+def test_hf_refused_label_words_leave_the_base_as_it_was(bert):
+    """label_words on a classifier without a vocabulary head are refused after the late prompt's hooks went onto
+    the base and the base was frozen: the caller's model kept dead hooks and no longer trained."""
+    from test_hf_trainer import classifier_from
+
+    from openprompt_ipt.hf import InstancePromptConfig, get_instance_prompt_model
+
+    mlm, tok = deeper(bert)
+    clf = classifier_from(mlm)
+    with pytest.raises(ValueError, match="label_words need a masked LM"):
+        get_instance_prompt_model(clf, InstancePromptConfig(method="lpt", prompt_length=3,
+                                                            label_words=[["bad"], ["good"]]), tok)
+    assert not [m for m in clf.modules() if m._forward_pre_hooks or m._forward_hooks]
+    assert all(p.requires_grad for p in clf.parameters())

@@ -163,3 +163,18 @@ def test_an_uncapped_test_split_has_no_test_cap(tmp_path):
     assert prepare_splits(cfg, str(tmp_path)).test_cap is None
     cfg["dataset"]["max_eval"] = 2
     assert prepare_splits(cfg, str(tmp_path)).test_cap == {"max_eval": 2, "kept": 2, "of": 6}
+
+
+def test_lpt_keys_its_kind_does_not_read(tmp_path):
+    """The plain late prompt has no generator (bottleneck, dropout unread); init_std starts it, and nothing else."""
+    def notes(lpt):
+        text = ('dataset: {name: cb}\nsoft_verbalizer: {label_words: [[yes], [no], [maybe]]}\n'
+                'template: generated_prefix\ngenerated_prefix: {text: \'{"placeholder":"text_a"} {"mask"}\', '
+                f'generator: lpt, late_layer: 1, lpt: {lpt}}}\n')
+        return sorted(n.split(" = ")[0] for n in unused_of(tmp_path, text, base=""))
+
+    assert notes("{kind: plain, bottleneck: 64, dropout: 0.2, init_std: 0.5}") == [
+        "generated_prefix.lpt.bottleneck", "generated_prefix.lpt.dropout"]
+    assert notes("{kind: mppg, bottleneck: 64, dropout: 0.2, init_std: 0.5}") == ["generated_prefix.lpt.init_std"]
+    assert notes("{init_std: 0.5}") == ["generated_prefix.lpt.init_std"]  # npg, the default kind
+    assert notes("{kind: npg, bottleneck: 64}") == []

@@ -101,6 +101,7 @@ class InstancePromptModel(nn.Module):
         check_against_model(tokenizer, model)
         self.prompt_config = config
         self._prompt_off = self._checkpointing = False
+        label_word_ids = self._label_word_ids(model, tokenizer, config.label_words)  # refused before the base is touched
         self.base_model = model
         model.requires_grad_(False)
         embedding = model.get_input_embeddings()
@@ -119,8 +120,7 @@ class InstancePromptModel(nn.Module):
             self.generator, self.injector, self.placement, _ = build_layered_generator(
                 model, embedding, tokenizer, sections=sections, **kwargs)
         self.modules_to_save = self._unfreeze(config.modules_to_save)
-        self.register_buffer("label_word_ids", self._label_word_ids(model, tokenizer, config.label_words),
-                             persistent=False)
+        self.register_buffer("label_word_ids", label_word_ids, persistent=False)
         self.mask_token_id = tokenizer.mask_token_id
         # token-level heads (token classification, masked LM): their loss is computed at the caller's positions
         self._token_labels = head.endswith("ForTokenClassification") or model.get_output_embeddings() is not None

@@ -6,7 +6,9 @@ the (l+1)-th block) asks the armed plan for the prompt, giving it the hidden sta
 generators read them; a late IPT / IDPG prompt ignores them) and prepends it; pre-hooks on the blocks
 above widen their attention mask (once per forward, then reused). The hidden states entering block l
 are detached: nothing below the prompt trains, so the backward stops there and the blocks below keep no
-activations for it.
+activations for it. A hook on the encoder drops the t prompt positions from its output, so every head reads
+the text's positions: the pooler and a sequence classifier read [CLS] / <s> at position 0 (not the first
+prompt vector), an MLM head reads the [MASK] where the tokenizer put it.
 """
 from __future__ import annotations
 
@@ -52,6 +54,8 @@ class LatePromptInjector(ArmedHooks):
             signature = inspect.signature(block.forward)
             self._arg_index[i] = {name: positional_index(signature, name) for name in ("hidden_states", "attention_mask")}
             self.handles.append(block.register_forward_pre_hook(partial(self._hook, i), with_kwargs=True))
+        encoder = getattr(model, "base_model", model).encoder  # find_layout found its layers
+        self.handles.append(encoder.register_forward_hook(self._drop_prompt))
         self.watch_forwards(model)
 
     # Registered as partial(bound method, i) (not a closure): a deep copy of the model rebinds to its own injector.
@@ -72,6 +76,21 @@ class LatePromptInjector(ArmedHooks):
         put("attention_mask", self._widened(plan, mask, t, hs))
         return call.result()
 
+    def _drop_prompt(self, module, args, output):
+        """The encoder's last hidden state without the t leading prompt positions, before the pooler or any head
+        reads it (a tuple on transformers 4.x with return_dict=False, a ModelOutput otherwise)."""
+        plan = self.plan
+        if plan is None:
+            return None
+        hs = output[0]
+        t = hs.size(1) - plan.attention_mask.size(1)
+        if t <= 0:
+            return None
+        if isinstance(output, tuple):
+            return (hs[:, t:], *output[1:])
+        output.last_hidden_state = hs[:, t:]
+        return output
+
     @staticmethod
     def _widened(plan: LatePlan, mask, t: int, hs: torch.Tensor):
         """The encoder hands every block the same text-sized mask: widen it once per forward. A bidirectional
@@ -89,10 +108,9 @@ class LatePromptInjector(ArmedHooks):
 
 
 def trim_late(outputs, t: int):
-    """Drop the t late prompt positions (they lead the sequence) from logits and from the hidden states of the
-    layers above the prompt; the layers below never had them."""
-    if getattr(outputs, "logits", None) is not None and outputs.logits.dim() == 3:
-        outputs.logits = outputs.logits[:, t:]
+    """Drop the t late prompt positions (they lead the sequence) from the hidden states of the layers above the
+    prompt; the layers below never had them. Logits need nothing: the heads ran on the encoder's output, which
+    the injector's encoder hook already gave without them."""
     states = getattr(outputs, "hidden_states", None)
     if states is not None:
         n = min(h.size(1) for h in states)

@@ -89,7 +89,12 @@ def build_layered_generator(model: nn.Module, embedding: nn.Embedding, tokenizer
                            prompt_length=int(prompt_length), vocab_size=embedding.num_embeddings,
                            word_embeddings=embedding, tokenizer=tokenizer, plm=model, injector=injector,
                            init_std=float(embedding.weight.detach().float().std()))
-    gen = gen_cls(ctx, config)
+    try:
+        gen = gen_cls(ctx, config)
+    except Exception:
+        if injector is not None:  # a refused setting leaves no hooks on the caller's PLM
+            injector.remove()
+        raise
     placement = Placement(injection, int(insert_position), prefix_positions, hidden_mode, max_positions(model.config),
                           model.config, None if late_layer is None else int(late_layer))
     n_prefix = prompt_positions(gen, placement)

@@ -153,6 +153,8 @@ def _generated_prefix(sub: str, cfg: Dict) -> str:
         return _ipt_prefix(key, node, generator)
     if part == "idpg":
         return _idpg(key, node)
+    if part == "lpt":
+        return _lpt(key, node)
     return ""
 
 
@@ -181,6 +183,16 @@ def _idpg(key: str, node: Dict) -> str:
         return "generated_prefix.idpg.cache is false (nothing is kept)"
     if key in ("sharing", "input_from") and node.get("depth", "multi") == "single":
         return "generated_prefix.idpg.depth is single (one generator at the input)"
+    return ""
+
+
+def _lpt(key: str, node: Dict) -> str:
+    """generators/late.py: the plain late prompt has no generator; only it reads init_std."""
+    kind = node.get("kind", "npg")
+    if key in ("bottleneck", "dropout") and kind == "plain":
+        return "generated_prefix.lpt.kind is plain (t trained vectors, no generator)"
+    if key == "init_std" and kind != "plain":
+        return f"generated_prefix.lpt.kind is {kind} (init_std starts the plain late prompt only)"
     return ""
 
 

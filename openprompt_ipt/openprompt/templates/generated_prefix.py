@@ -78,7 +78,12 @@ class GeneratedPrefixTemplate(TrainedTemplateMixin, MixedTemplate):
         if late_layer is not None:
             self.init_config["late_layer"] = int(late_layer)
         self._keep = None
-        self.text = text
+        try:
+            self.text = text  # on_text_set may refuse it
+        except Exception:
+            if self.injector is not None:  # no hooks of a template that was never built stay on the PLM
+                self.injector.remove()
+            raise
 
     # ---- OpenPrompt hooks -------------------------------------------------------------------
     def on_text_set(self):
