@@ -323,3 +323,22 @@ def test_hf_refused_label_words_leave_the_base_as_it_was(bert):
                                                             label_words=[["bad"], ["good"]]), tok)
     assert not [m for m in clf.modules() if m._forward_pre_hooks or m._forward_hooks]
     assert all(p.requires_grad for p in clf.parameters())
+
+
+@pytest.mark.parametrize("config", [dict(method="lpt", prompt_length=3, late_layer=99),
+                                    dict(method="lpt", prompt_length=3, options={"kind": "nope"})])
+def test_hf_any_refused_setting_leaves_the_base_as_it_was(bert, config):
+    """A setting refused after the base was frozen (a late layer past the top, an unknown generator kind) left the
+    caller's model frozen, so a retry or a plain fine-tune of it trained nothing."""
+    from test_hf_trainer import classifier_from
+
+    from openprompt_ipt.hf import InstancePromptConfig, get_instance_prompt_model
+
+    mlm, tok = deeper(bert)
+    clf = classifier_from(mlm)
+    clf.bert.embeddings.requires_grad_(False)  # the caller's own choice: kept frozen
+    with pytest.raises(ValueError):
+        get_instance_prompt_model(clf, InstancePromptConfig(**config), tok)
+    assert not [m for m in clf.modules() if m._forward_pre_hooks or m._forward_hooks]
+    assert all(p.requires_grad for n, p in clf.named_parameters() if "embeddings" not in n)
+    assert not any(p.requires_grad for p in clf.bert.embeddings.parameters())

@@ -103,7 +103,19 @@ class InstancePromptModel(nn.Module):
         self._prompt_off = self._checkpointing = False
         label_word_ids = self._label_word_ids(model, tokenizer, config.label_words)  # refused before the base is touched
         self.base_model = model
+        flags = [(p, p.requires_grad) for p in model.parameters()]
         model.requires_grad_(False)
+        self.injector = None
+        try:
+            self._build_prompt(model, config, tokenizer, head, label_word_ids)
+        except BaseException:  # a refused setting leaves the caller's base as it was: trainable, without our hooks
+            for p, flag in flags:
+                p.requires_grad_(flag)
+            if self.injector is not None:
+                self.injector.remove()
+            raise
+
+    def _build_prompt(self, model, config, tokenizer, head, label_word_ids) -> None:
         embedding = model.get_input_embeddings()
         template, kwargs = config.template_arguments()
         self.task_prompt = None
