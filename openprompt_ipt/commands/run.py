@@ -14,6 +14,7 @@ import sys
 # only the config reader here: --help and a config error answer before torch / OpenPrompt load (issue #32)
 from ..config_files import config_search_dirs
 from ..runner.config import find_config, load_config
+from ..runner.run_dirs import check_output_folder
 
 
 def parse_seeds(text):
@@ -138,6 +139,7 @@ def _main(argv=None, parser=None, run_for=None) -> int:
     name = os.path.splitext(os.path.basename(args.config))[0]
     out = args.output_dir or cfg.get("output_dir") or "runs"
     try:
+        check_output_folder(os.path.join(out, name), "--output-dir" if args.output_dir else "output_dir (config)", out)
         if args.resume and not os.path.isdir(os.path.join(out, name)):
             raise FileNotFoundError(f"--resume: no runs of '{name}' under '{out}' (train without --resume first)")
         with quiet_libraries(args.quiet), sigterm_interrupts():  # 🤗 datasets' / transformers' own bars too
