@@ -38,6 +38,16 @@ def _selected_point(seed_dir: str):
     return os.path.join(seed_dir, point_name(point)) if isinstance(point, dict) else None
 
 
+def logged_run(path: str) -> str:
+    """The folder of a run's ``log.csv``: ``path``, or the point a sweep's seed directory selected (its
+    points trained in their own folders; the seed directory holds only the result)."""
+    if not os.path.isfile(os.path.join(path, "log.csv")):
+        point = _selected_point(path)
+        if point and os.path.isfile(os.path.join(point, "log.csv")):
+            return point
+    return path
+
+
 def check_output_folder(path: str, flag: str, given: str = "") -> None:
     """A ValueError naming ``flag`` when the folder ``path`` cannot be made: it, or a folder above it, is a file.
     Checked before the work starts, so a typo costs one line, not a traceback after the training or the
