@@ -26,6 +26,8 @@ def test_version_and_usage(capsys):
         assert main(group_help) == 0
         out = capsys.readouterr().out
         assert out.startswith("usage: openprompt-ipt pretrain categories|ppt") and "pretrain ppt --config" in out
+    assert main(["list", "--help"]) == 0  # it said "error: 'openprompt-ipt list' takes no arguments, got --help"
+    assert capsys.readouterr().out.startswith("usage: openprompt-ipt list\n")
 
 
 @pytest.mark.parametrize("argv,starts", [
