@@ -37,6 +37,7 @@ from tqdm.auto import tqdm
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
+from openprompt_ipt.commands.run import parse_seeds  # noqa: E402
 from openprompt_ipt.runner.runs import mean_std  # noqa: E402
 from openprompt_ipt.serialization import write_bytes_atomic, write_text_atomic  # noqa: E402
 from openprompt_ipt.training.metrics import METRICS  # noqa: E402
@@ -345,7 +346,7 @@ def main(argv=None) -> int:
     p.add_argument("--keep-weights", action="store_true", help="keep best.safetensors / checkpoints")
     p.add_argument("--overwrite", action="store_true",
                    help="remove this group's finished and unfinished runs first and redo them all")
-    p.add_argument("--seeds", default=None, metavar="1,2",
+    p.add_argument("--seeds", default=None, metavar="1,2", type=parse_seeds,
                    help="run only these of the group's seeds now (the table still reads every finished seed), so "
                         "seed 1 of several groups can finish before seed 2 of any")
     p.add_argument("--methods", default=None, metavar="LABEL;LABEL",
@@ -359,10 +360,10 @@ def main(argv=None) -> int:
     group = load_group(args.group)
     run_seeds = group["seeds"]
     if args.seeds is not None:
-        run_seeds = [int(x) for x in args.seeds.split(",") if x.strip()]
+        run_seeds = args.seeds
         unknown = [x for x in run_seeds if x not in group["seeds"]]
         if unknown:
-            p.error(f"--seeds {args.seeds}: {unknown} not among group {args.group}'s seeds {group['seeds']}")
+            p.error(f"--seeds {','.join(map(str, args.seeds))}: {unknown} not among group {args.group}'s seeds {group['seeds']}")
     run_methods = group["methods"]
     if args.methods is not None:
         wanted = [x.strip() for x in args.methods.split(";") if x.strip()]

@@ -2,7 +2,8 @@
 
     python experiments/plot_curves.py RUN_DIR [RUN_DIR ...] [--labels A B ...] --out docs/curves/x
 
-RUN_DIR is one seed's run directory (the folder with ``log.csv``; it may still be training). Each run is
+RUN_DIR is one seed's run directory (the folder with ``log.csv``; it may still be training; a sweep's
+seed directory: the point it selected). Each run is
 labelled by its method and seed from ``metrics.json`` once finished, by its folder otherwise. Writes
 ``<out>.md`` and ``<out>.png``; on any error nothing is written.
 """
@@ -16,6 +17,7 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 from openprompt_ipt.runner.aggregate import method_label  # noqa: E402
+from openprompt_ipt.runner.run_dirs import logged_run  # noqa: E402
 from openprompt_ipt.analysis.curves import curves_figure, curves_table, epoch_curve  # noqa: E402
 
 
@@ -42,7 +44,7 @@ def main(argv=None) -> int:
         labels = args.labels or [default_label(r) for r in args.runs]
         if len(set(labels)) != len(labels):
             raise ValueError(f"two runs share a label ({labels}): name them with --labels")
-        curves = {label: epoch_curve(r) for label, r in zip(labels, args.runs)}
+        curves = {label: epoch_curve(logged_run(r)) for label, r in zip(labels, args.runs)}  # a sweep: its point
         md, png = curves_table(curves), curves_figure(curves, args.title)
     except (FileNotFoundError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)

@@ -567,3 +567,17 @@ def test_memory_only_names_a_failed_method_and_writes_no_table_of_nans(tmp_path,
         assert "--device = 'cuda' but this machine has no CUDA GPU" in capsys.readouterr().err and not out2.exists()
     assert bench.main(common + ["--device", "gpu", "--output", str(out2)]) == 2  # torch's RuntimeError was a traceback
     assert "--device = 'gpu' is not a device: give auto, cpu" in capsys.readouterr().err and not out2.exists()
+
+
+def test_accuracy_seeds_that_are_not_integers_are_a_usage_line(tmp_path, capsys):
+    """`--seeds a` was a ValueError traceback from int(); now argparse's one line, as run.py's --seeds."""
+    import pytest
+
+    bench = _load("accuracy")
+    with pytest.raises(SystemExit) as stop:
+        bench.main(["--group", "cb_pt_family", "--seeds", "1,a", "--report-only", "--out", str(tmp_path)])
+    assert stop.value.code == 2
+    assert "--seeds must be comma-separated integers, got '1,a'" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        bench.main(["--group", "cb_pt_family", "--seeds", "1,99", "--out", str(tmp_path)])
+    assert "--seeds 1,99: [99] not among group cb_pt_family's seeds" in capsys.readouterr().err

@@ -26,6 +26,8 @@ def test_version_and_usage(capsys):
         assert main(group_help) == 0
         out = capsys.readouterr().out
         assert out.startswith("usage: openprompt-ipt pretrain categories|ppt") and "pretrain ppt --config" in out
+    assert main(["list", "--help"]) == 0  # it said "error: 'openprompt-ipt list' takes no arguments, got --help"
+    assert capsys.readouterr().out.startswith("usage: openprompt-ipt list\n")
 
 
 @pytest.mark.parametrize("argv,starts", [
@@ -176,3 +178,21 @@ def test_installed_wheel_finds_shipped_configs_from_any_directory(wheel, tmp_pat
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip().splitlines()[-1].startswith(os.path.join(site, "openprompt_ipt", "yamls")), out.stdout
     assert not (work / "runs").exists()
+
+
+@pytest.mark.parametrize("argv,flag", [
+    (["run", "--config", "quickstart.yaml", "--output-dir", "{f}/runs"], "--output-dir"),
+    (["predict", "--run", "runs/x", "--input", "{f}", "--output", "{f}/preds.jsonl"], "--output"),
+    (["aggregate", "runs/x", "--out", "{f}"], "--out"),
+    (["pretrain", "categories", "--config", "pretrain_textcnn.yaml", "--output-dir", "{f}/export"], "--output-dir"),
+])
+def test_an_output_folder_that_is_a_file_is_one_line_before_any_work(tmp_path, capsys, argv, flag):
+    """A file where the output folder should go (a typo, a file of the same name): one line naming the flag and the
+    file, before training / predicting / pretraining starts (it was a traceback from os.makedirs, after the work)."""
+    taken = tmp_path / "taken"
+    taken.write_text("keep me\n")
+    assert main([a.format(f=taken) for a in argv]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {flag} '{taken}") and f"'{taken}' is a file, not a folder" in err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert taken.read_text() == "keep me\n"

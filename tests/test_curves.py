@@ -57,3 +57,22 @@ def test_curves_refuse_bad_input_and_write_nothing(tmp_path, capsys):
         raise AssertionError("curves without a dev score accepted")
     except ValueError as e:
         assert "no dev metric" in str(e)
+
+
+def test_curves_of_a_sweeps_seed_directory_are_its_selected_points(tmp_path, capsys):
+    """`plot_curves.py runs/sw/seed1` (a sweep: the seed directory holds the result, each point its own log.csv)
+    said `no log.csv in runs/sw/seed1: pass a run directory of one seed`, which it was."""
+    import json
+
+    from openprompt_ipt.runner.sweep import point_name
+
+    seed = tmp_path / "sw" / "seed1"
+    for lr, loss in ((0.1, 0.9), (0.01, 0.4)):
+        point = seed / point_name({"train.lr_prompt": lr})
+        point.mkdir(parents=True)
+        (point / "log.csv").write_text(f"step,epoch,name,value\n2,1,train/epoch_loss,{loss}\n2,1,dev/accuracy,0.5\n")
+    (seed / "metrics.json").write_text(json.dumps({"method": "Prompt Tuning", "seed": 1, "test": {"accuracy": 0.5},
+                                                   "selected_point": {"train.lr_prompt": 0.01}}))
+    assert _script().main([str(seed), "--out", str(tmp_path / "c")]) == 0
+    md = (tmp_path / "c.md").read_text()
+    assert "| Prompt Tuning, seed 1 | train loss | 0.400 |" in md

@@ -306,6 +306,24 @@ def test_aggregate_names_the_seeds_it_leaves_out(tmp_path):
     assert "left out" not in aggregate([str(top / "seed1")])["results.md"]
 
 
+def test_aggregate_reads_only_metrics_files_from_a_glob_and_refuses_another_named_file(tmp_path):
+    """`aggregate 'runs/cap/*'` also matched summary.json, read as a seed's record: a TypeError traceback (a
+    best.safetensors: a utf-8 decode error). A glob's other files are skipped as a folder's are; a file named
+    alone that is not a metrics.json is one line."""
+    write_cb(str(tmp_path / "CB"))
+    cfg = load_config(yaml_config(tmp_path, ""))
+    run_seeds(cfg, "cap", str(tmp_path / "runs"), [1, 2], str(tmp_path), train_fn=fake_train([]), show_progress=False)
+    top = tmp_path / "runs" / "cap"
+    (top / "seed1" / "best.safetensors").write_bytes(b"\xa0\x00")
+    assert os.path.isfile(top / "summary.json")
+    md = aggregate([str(top / "*")])["results.md"]
+    assert md == aggregate([str(top)])["results.md"] and "(n=2)" in md
+    assert "(n=1)" in aggregate([str(top / "seed1" / "*")])["results.md"]
+    assert "(n=1)" in aggregate([str(top / "seed1" / "metrics.json")])["results.md"]
+    with pytest.raises(ValueError, match="summary.json' is not a run's metrics.json: give run directories"):
+        aggregate([str(top / "summary.json")])
+
+
 def test_aggregate_says_when_the_reported_split_was_a_max_eval_sample(tmp_path):
     """Seeds run with dataset.max_eval (9 of the 30 val rows) were tabled as 'CB: official val', the whole split."""
     write_cb(str(tmp_path / "CB"), n_train=90, n_val=30)

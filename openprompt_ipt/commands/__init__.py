@@ -24,6 +24,9 @@ commands:
 def _list(argv: List[str]) -> int:
     from ..config_files import list_configs, shipped_yamls
 
+    if argv in (["-h"], ["--help"]):  # asked as any other command is asked
+        print(f"usage: {PROG} list\n\nThe shipped configs that 'run --config NAME' accepts from any directory, one a line.")
+        return 0
     if argv:
         print(f"error: '{PROG} list' takes no arguments, got {' '.join(argv)}", file=sys.stderr)
         return 2

@@ -7,6 +7,7 @@ import os
 import sys
 
 from ..runner.aggregate import aggregate
+from ..runner.run_dirs import check_output_folder
 
 
 def main(argv=None, prog=None) -> int:
@@ -15,6 +16,8 @@ def main(argv=None, prog=None) -> int:
     p.add_argument("--out", default=None, help="folder for results.md/.csv and sweep_<key>.md/.csv/.png")
     args = p.parse_args(argv)
     try:
+        if args.out:
+            check_output_folder(args.out, "--out")  # before the tables are computed
         files = aggregate(args.runs, args.out)
     except (ValueError, FileNotFoundError, KeyError) as e:
         print(f"error: {e.args[0] if isinstance(e, KeyError) and e.args else e}", file=sys.stderr)

@@ -15,6 +15,8 @@ import json
 import os
 import sys
 
+from ..runner.run_dirs import check_output_folder
+
 
 def check_output(output, input_path, overwrite: bool) -> None:
     """Predictions never replace the input rows, nor an existing file unless ``--overwrite`` (a finished
@@ -26,6 +28,7 @@ def check_output(output, input_path, overwrite: bool) -> None:
                          "give another --output file")
     if os.path.isdir(output):
         raise ValueError(f"--output '{output}' is a directory: give a file name, e.g. {os.path.join(output, 'preds.jsonl')}")
+    check_output_folder(os.path.dirname(output), "--output", output)  # a file named as its folder
     if os.path.exists(output) and not overwrite:
         raise ValueError(f"--output '{output}' already exists: --overwrite replaces it, or give another --output file")
 

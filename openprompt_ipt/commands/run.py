@@ -14,6 +14,7 @@ import sys
 # only the config reader here: --help and a config error answer before torch / OpenPrompt load (issue #32)
 from ..config_files import config_search_dirs
 from ..runner.config import find_config, load_config
+from ..runner.run_dirs import check_output_folder
 
 
 def parse_seeds(text):
@@ -58,9 +59,11 @@ def training(run=None, resume: bool = False):
     return train
 
 
-def _script_name(argv) -> str:
+def _script_name(argv, prog=None) -> str:
     """What the user ran, for the --resume line: experiments/run.py (or a peer runner) in a clone, else the console
-    command ``openprompt-ipt run``."""
+    command ``openprompt-ipt run`` (also in a clone: an editable install's command is still that command)."""
+    if (prog or "").startswith("openprompt-ipt"):
+        return prog
     if argv is None and os.path.basename(sys.argv[0]).endswith(".py") and os.path.basename(sys.argv[0]) != "__main__.py":
         return sys.argv[0]
     script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "experiments", "run.py")
@@ -109,7 +112,8 @@ def build_parser(description=__doc__.split("\n")[0], prog=None) -> argparse.Argu
 
 
 def _main(argv=None, parser=None, run_for=None) -> int:
-    args = (parser or build_parser()).parse_args(argv)
+    parser = parser or build_parser()
+    args = parser.parse_args(argv)
     if getattr(args, "init_from", None):
         args.overrides.append(f"init_from={args.init_from}")
     if args.mixed_precision:
@@ -138,6 +142,7 @@ def _main(argv=None, parser=None, run_for=None) -> int:
     name = os.path.splitext(os.path.basename(args.config))[0]
     out = args.output_dir or cfg.get("output_dir") or "runs"
     try:
+        check_output_folder(os.path.join(out, name), "--output-dir" if args.output_dir else "output_dir (config)", out)
         if args.resume and not os.path.isdir(os.path.join(out, name)):
             raise FileNotFoundError(f"--resume: no runs of '{name}' under '{out}' (train without --resume first)")
         with quiet_libraries(args.quiet), sigterm_interrupts():  # 🤗 datasets' / transformers' own bars too
@@ -146,7 +151,7 @@ def _main(argv=None, parser=None, run_for=None) -> int:
                                 resume=args.resume, overwrite=args.overwrite, notes=unused)
     except KeyboardInterrupt as e:  # Ctrl-C or SIGTERM (a scheduler's pre-emption): one line, not a traceback
         if int(os.environ.get("RANK", "0")) == 0:
-            script = _script_name(argv)
+            script = _script_name(argv, parser.prog)
             argv = list(sys.argv[1:] if argv is None else argv)
             print(interrupted_line(os.path.join(out, name), script, argv), file=sys.stderr, flush=True)
         return interrupted_exit_code(e)  # 130, or 143 for SIGTERM: what a scheduler expects

@@ -25,6 +25,10 @@ def run_pretraining_cli(argv: Optional[List[str]], doc: str, config_help: str, s
 
     before = set(held())
     try:
+        if args.output_dir:
+            from ..runner.run_dirs import check_output_folder
+
+            check_output_folder(args.output_dir, "--output-dir")  # before the corpus is built and trained on
         import torch
 
         if args.threads:

@@ -44,7 +44,13 @@ def find_metrics(paths: Sequence[str]) -> List[str]:
             raise FileNotFoundError(f"no run directory matches '{pattern}'")
         for m in matches:
             if os.path.isfile(m):
-                files.append(m)
+                # a glob's other files (runs/cb/* also matches summary.json) are a run folder's files: skipped, as
+                # a walked folder's are; a file named alone must be a run's record
+                if os.path.basename(m) == "metrics.json":
+                    files.append(m)
+                elif not glob.has_magic(pattern):
+                    raise ValueError(f"'{m}' is not a run's metrics.json: give run directories (runs/<config>) or "
+                                     "their metrics.json files")
                 continue
             for dirpath, _, names in os.walk(m):
                 if "metrics.json" in names:

@@ -88,12 +88,13 @@ def sigterm_interrupts():
 
 
 def newest_checkpoint(folder: str) -> Optional[str]:
-    """The newest checkpoint under ``folder`` (any seed, sweep point or fold), or None."""
+    """The newest checkpoint of an unfinished run under ``folder`` (any seed, sweep point or fold), or None. A
+    finished run keeps its last checkpoint, but --resume keeps that run: it is not where the stopped one goes on."""
     from ..training.checkpoint import latest_checkpoint
 
     found = []
-    for dirpath, dirnames, _ in os.walk(folder) if os.path.isdir(folder) else ():
-        if "checkpoints" in dirnames:
+    for dirpath, dirnames, filenames in os.walk(folder) if os.path.isdir(folder) else ():
+        if "checkpoints" in dirnames and "metrics.json" not in filenames:
             ckpt = latest_checkpoint(dirpath)
             if ckpt:
                 found.append(ckpt)

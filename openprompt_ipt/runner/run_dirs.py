@@ -38,6 +38,28 @@ def _selected_point(seed_dir: str):
     return os.path.join(seed_dir, point_name(point)) if isinstance(point, dict) else None
 
 
+def logged_run(path: str) -> str:
+    """The folder of a run's ``log.csv``: ``path``, or the point a sweep's seed directory selected (its
+    points trained in their own folders; the seed directory holds only the result)."""
+    if not os.path.isfile(os.path.join(path, "log.csv")):
+        point = _selected_point(path)
+        if point and os.path.isfile(os.path.join(point, "log.csv")):
+            return point
+    return path
+
+
+def check_output_folder(path: str, flag: str, given: str = "") -> None:
+    """A ValueError naming ``flag`` when the folder ``path`` cannot be made: it, or a folder above it, is a file.
+    Checked before the work starts, so a typo costs one line, not a traceback after the training or the
+    predictions (os.makedirs fails only when the first file is written). ``given``: the flag's value, when
+    ``path`` is the folder it names (a file's folder)."""
+    found = os.path.normpath(path) if path else ""
+    while found and not os.path.exists(found):  # the nearest part of the path that exists
+        found = os.path.dirname(found)
+    if found and not os.path.isdir(found):
+        raise ValueError(f"{flag} '{given or path}': '{found}' is a file, not a folder: give another {flag}")
+
+
 def find_run(path: str) -> str:
     """The directory holding the run's ``config.json`` + ``best.safetensors``."""
     if not os.path.isdir(path):
