@@ -193,3 +193,26 @@ def test_a_text_b_position_on_one_text_batches_is_said(bert, position):
     with warnings.catch_warnings():
         warnings.simplefilter("error", NoSecondTextWarning)
         model(**tok(["the cat sat", "a dog"], ["it sat", "it ran"], return_tensors="pt", padding=True))
+
+
+@pytest.mark.parametrize("config", [dict(method="lpt", insert_position=1), dict(method="lpt", hidden_mode="add"),
+                                    dict(method="ipt", prefix_positions="keep"),
+                                    dict(method="prefix_tuning", hidden_mode="add"),
+                                    dict(method="p_tuning_v2", insert_position=1)])
+def test_placement_settings_the_injection_never_reads_are_refused(bert, config):
+    """insert_position / prefix_positions / hidden_mode under a method whose injection never reads them trained the
+    same prompt as without them, without a word (the runner notes such a key; here it is an error)."""
+    from openprompt_ipt.hf import InstancePromptConfig, get_instance_prompt_model
+
+    model, tok = bert
+    with pytest.raises(ValueError, match=f"{next(k for k in config if k != 'method')}=.* is read by"):
+        get_instance_prompt_model(model, InstancePromptConfig(prompt_length=2, **config), tok)
+    assert all(p.requires_grad for p in model.parameters())
+
+
+def test_placement_settings_the_injection_reads_are_taken(bert):
+    from openprompt_ipt.hf import InstancePromptConfig, get_instance_prompt_model
+
+    model, tok = bert
+    get_instance_prompt_model(model, InstancePromptConfig(method="p_tuning_v2", prompt_length=2,
+                                                          prefix_positions="keep"), tok)

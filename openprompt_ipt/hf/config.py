@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
 from ..prompting import build_input_prompt
+from ..prompting.layered_prompt import PLACEMENT_READS
 
 IPT_STRATEGIES = ("random", "pretrained", "encoder")
 # InstanceWiseTemplate arguments a method's options may set (the rest come from the config's fields)
@@ -106,6 +107,19 @@ class InstancePromptConfig:
                 raise ValueError(f"options.{key}={self.options[key]!r} contradicts method '{self.method}' "
                                  f"({key}={value!r}): choose the other method instead")
         self.modules_to_save = tuple(self.modules_to_save)
+        if spec.door == "input" or self.injection or spec.injection:
+            self.check_placement_read(self.injection or spec.injection)
+
+    def check_placement_read(self, injection: Optional[str]) -> None:
+        """A placement setting the method's injection never reads is refused, not ignored (``injection`` None:
+        the prompt goes before the text; the model checks again once a generator's default injection is known)."""
+        defaults = {f.name: f.default for f in dataclasses.fields(self)}
+        for key, readers in PLACEMENT_READS.items():
+            value = getattr(self, key)
+            if value != defaults[key] and injection not in readers:
+                where = f"injects '{injection}'" if injection else "puts its prompt before the text"
+                raise ValueError(f"{key}={value!r} is read by {' / '.join(readers)} injection only (method "
+                                 f"'{self.method}' {where}): drop {key}, or choose a method that reads it")
 
     def template_arguments(self) -> Tuple[str, dict]:
         """``(template, kwargs)``: the OpenPrompt template (``InstanceWiseTemplate`` or

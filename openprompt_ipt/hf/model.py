@@ -131,6 +131,7 @@ class InstancePromptModel(nn.Module):
                 kwargs["late_layer"] = max(1, int(model.config.num_hidden_layers) // 2)  # the LPT authors' middle
             self.generator, self.injector, self.placement, _ = build_layered_generator(
                 model, embedding, tokenizer, sections=sections, **kwargs)
+            config.check_placement_read(self.placement.injection)  # a generator's default injection is known now
         self.modules_to_save = self._unfreeze(config.modules_to_save)
         self.register_buffer("label_word_ids", label_word_ids, persistent=False)
         self.mask_token_id = tokenizer.mask_token_id

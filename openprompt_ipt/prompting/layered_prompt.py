@@ -33,6 +33,11 @@ class Placement:
     late_layer: Optional[int] = None  # late: the prompt joins after this many layers (1..L-1)
 
 
+# the placement keys and the injections that read them (the runner notes a key set for another injection,
+# the 🤗 door refuses it)
+PLACEMENT_READS = {"insert_position": ("input", "hidden"), "prefix_positions": ("kv",), "hidden_mode": ("hidden",)}
+
+
 def build_layered_generator(model: nn.Module, embedding: nn.Embedding, tokenizer, generator: str = "prefix",
                             injection: Optional[str] = None, prompt_length: int = 5, insert_position: int = 0,
                             prefix_positions: str = "shift", hidden_mode: str = "replace", sections=None,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Callable, Dict, List, Optional
 
+from ..prompting.layered_prompt import PLACEMENT_READS
 from .defaults import flat_keys
 
 # what each protocol reads (data/prepare.py; cv_folds: runs.py, few-shot sweeps only)
@@ -27,8 +28,6 @@ GENERATOR_KEYS = {
 }
 ALL_GENERATOR_KEYS = {k for keys in GENERATOR_KEYS.values() for k in keys}
 
-# generated_prefix: the placement keys and the injections that read them (prompting/layered_prompt.py)
-PLACEMENT_READS = {"insert_position": ("input", "hidden"), "prefix_positions": ("kv",), "hidden_mode": ("hidden",)}
 
 
 def unused_keys(written: Dict, config: Dict, sweep: Optional[Dict] = None) -> List[str]:
