@@ -242,3 +242,53 @@ def test_accuracy_study_refuses_peer_rows_without_their_library(tmp_path, monkey
         bench.main(["--group", "cb_peer_family", "--out", str(tmp_path / "g"), "--docs", str(tmp_path / "docs")])
     assert str(err.value) == f"error: Adapter: the peer methods need the 'adapters' package: {INSTALL}"
     assert started == [] and not (tmp_path / "docs").exists()
+
+
+@pytest.mark.parametrize("method", ["lora", "adapter"])
+def test_predict_rebuilds_a_peer_run_with_its_trained_modules(tmp_path, method):
+    """`openprompt-ipt predict` on an Adapter / LoRA run puts the library's modules back and loads their trained
+    weights (it stopped at "has weights this module lacks: ['template.peer.0...']"); the run says how."""
+    pytest.importorskip(LIBRARY[method])
+    from safetensors.torch import load_file
+
+    from openprompt_ipt.runner.experiment import run_experiment
+    from openprompt_ipt.runner.predict import load_run
+    from openprompt_ipt.training.logs import format_summary
+
+    cfg = load_config(_cfg(tmp_path, {"method": method}))
+    out = tmp_path / "run"
+    result = run_experiment(cfg, output_dir=str(out), show_progress=False)
+    predictor = load_run(str(out))
+    own = dict(predictor.model.named_parameters())
+    saved = load_file(str(out / "best.safetensors"))
+    assert sum(v.numel() for k, v in saved.items() if k.startswith("template.peer.")) == TINY_COUNTS[method]
+    assert all(torch.equal(own[k], v) for k, v in saved.items())
+    with open(tmp_path / "CB" / "val.jsonl") as f:  # the run's test split (the official val)
+        rows = [json.loads(line) for line in f]
+    predicted = [p["label"] for p in predictor.predict(rows)]
+    assert sum(p == r["label"] for p, r in zip(predicted, rows)) / len(rows) == result["test"]["accuracy"]
+    assert f"predict: openprompt-ipt predict --run {out} --input FILE.jsonl" in format_summary(result, str(out))
+
+
+def test_predict_refuses_a_peft_run_in_one_line(tmp_path, capsys):
+    """A PEFT run of benchmarks/peft_run.py (its model lives in benchmarks/): one line, not a weights error."""
+    pytest.importorskip("peft")
+    spec = importlib.util.spec_from_file_location("peft_run", os.path.join(ROOT, "benchmarks", "peft_run.py"))
+    runner = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(runner)
+    from test_benchmarks import _peft_cfg
+
+    from openprompt_ipt.commands.predict import main as predict
+    from openprompt_ipt.training.logs import format_summary
+
+    out = tmp_path / "runs"
+    assert runner.main(["--peft", "prompt", "--config", _peft_cfg(tmp_path, "instance_wise"), "--output-dir",
+                        str(out), "--quiet"]) == 0
+    run = out / "tiny_peft" / "seed3"
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text(json.dumps({"premise": "the cat sat", "hypothesis": "it sat"}) + "\n")
+    capsys.readouterr()
+    assert predict(["--run", str(run), "--input", str(rows)]) == 2
+    assert capsys.readouterr().err == (f"error: '{run}' is a peft peer run (benchmarks/peft_run.py): predict loads "
+                                       "the runs of openprompt-ipt run / experiments/run.py only\n")
+    assert "predict:" not in format_summary(json.loads((run / "metrics.json").read_text()), str(run))
