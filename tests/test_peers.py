@@ -292,3 +292,41 @@ def test_predict_refuses_a_peft_run_in_one_line(tmp_path, capsys):
     assert capsys.readouterr().err == (f"error: '{run}' is a peft peer run (benchmarks/peft_run.py): predict loads "
                                        "the runs of openprompt-ipt run / experiments/run.py only\n")
     assert "predict:" not in format_summary(json.loads((run / "metrics.json").read_text()), str(run))
+
+
+def test_peer_option_values_are_checked_when_the_config_loads(tmp_path):
+    """One LoRA target named alone is a list of one (it was split into its letters: "Target modules {'q', 'u',
+    ...} not found"); a non-list, an empty list, a quoted "maybe" for a flag: one line naming the key."""
+    path = tmp_path / "p.yaml"
+
+    def peer(section):
+        path.write_text(yaml.safe_dump({"dataset": {"name": "cb"}, "peer": section}))
+        return load_config(str(path))["peer"]
+
+    assert peer({"method": "lora", "target_modules": "query"})["target_modules"] == ["query"]
+    for section, match in (({"method": "lora", "target_modules": []}, r"peer.target_modules = \[\] is not allowed"),
+                           ({"method": "lora", "target_modules": 5}, "peer.target_modules = 5 is not allowed"),
+                           ({"method": "lora", "target_modules": ["query", 3]}, "give module names, e.g. "),
+                           ({"method": "compacter", "shared_phm_rule": "maybe"},
+                            "peer.shared_phm_rule = 'maybe' is not allowed: give true or false")):
+        with pytest.raises(ValueError, match=match) as err:
+            peer(section)
+        assert "\n" not in str(err.value)
+
+
+def test_lora_on_one_named_module_and_an_unknown_adapter_activation(tmp_path):
+    pytest.importorskip("peft")
+    pytest.importorskip("adapters")
+    from openprompt_ipt.data.prepare import load_task
+
+    cfg = load_config(_cfg(tmp_path, {"method": "lora", "target_modules": "query"}))
+    train, _, _, labels = load_task(cfg, str(tmp_path))
+    model, _, _ = build_peer(cfg, train, len(labels), labels)
+    assert sum(p.numel() for p in model.template.peer.parameters()) == TINY_COUNTS["lora"] // 2  # query only
+    for bad in ("foo", ""):
+        cfg = load_config(_cfg(tmp_path, {"method": "adapter", "non_linearity": bad}))
+        with pytest.raises(ValueError, match=f"peer.non_linearity '{bad}' is unknown: choose one of .*relu") as err:
+            build_peer(cfg, train, len(labels), labels)
+        assert "\n" not in str(err.value)
+    cfg = load_config(_cfg(tmp_path, {"method": "adapter", "non_linearity": "ReLU"}))  # adapters lower-cases it
+    build_peer(cfg, train, len(labels), labels)
