@@ -330,3 +330,26 @@ def test_lora_on_one_named_module_and_an_unknown_adapter_activation(tmp_path):
         assert "\n" not in str(err.value)
     cfg = load_config(_cfg(tmp_path, {"method": "adapter", "non_linearity": "ReLU"}))  # adapters lower-cases it
     build_peer(cfg, train, len(labels), labels)
+
+
+@pytest.mark.parametrize("frozen_dropout", [False, True])
+def test_peft_peer_keeps_the_frozen_dropout_of_the_rows_it_is_compared_with(tmp_path, frozen_dropout):
+    """plm.frozen_dropout (the idpg_table1 YAMLs: the authors' dropout in the frozen PLM) reaches the PEFT peer
+    as it reaches our rows from the same YAML; the peer ran without dropout whatever the YAML said."""
+    pytest.importorskip("peft")
+    spec = importlib.util.spec_from_file_location("peft_run", os.path.join(ROOT, "benchmarks", "peft_run.py"))
+    runner = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(runner)
+    from test_benchmarks import _peft_cfg
+
+    from openprompt_ipt.data.prepare import load_task
+    from openprompt_ipt.runner.experiment import build_model
+
+    cfg = load_config(_peft_cfg(tmp_path, "instance_wise"), [f"plm.frozen_dropout={str(frozen_dropout).lower()}"])
+    train, _, _, labels = load_task(cfg, str(tmp_path))
+    ours, _, _ = build_model(cfg, train, len(labels), labels)
+    peer, _, _ = runner.build_peer(dict(cfg, peer=runner.peer_settings(cfg, "prompt", "sample_vocab")), train,
+                                   len(labels), labels)
+    for model in (ours, peer):
+        model.train()
+        assert {m.training for m in model.plm.modules() if isinstance(m, torch.nn.Dropout)} == {frozen_dropout}
