@@ -353,3 +353,20 @@ def test_peft_peer_keeps_the_frozen_dropout_of_the_rows_it_is_compared_with(tmp_
     for model in (ours, peer):
         model.train()
         assert {m.training for m in model.plm.modules() if isinstance(m, torch.nn.Dropout)} == {frozen_dropout}
+
+
+def test_adapter_run_prints_no_false_none_activated_warning(tmp_path, caplog):
+    """adapters' "none are activated for the forward pass" came from its own reset while switching the adapter
+    on, before training: a reader took it for an Adapter row trained without its adapter."""
+    pytest.importorskip("adapters")
+    from openprompt_ipt.data.prepare import load_task
+
+    cfg = load_config(_cfg(tmp_path, {"method": "adapter"}))
+    train, _, _, labels = load_task(cfg, str(tmp_path))
+    with caplog.at_level("WARNING"):
+        model, _, _ = build_peer(cfg, train, len(labels), labels)
+    assert not [r for r in caplog.records if "none are activated" in r.getMessage()]
+    assert str(model.prompt_model.plm.active_adapters) == "Stack[peer]"
+    import logging
+
+    assert logging.getLogger("adapters.model_mixin").level == logging.NOTSET  # left as it was

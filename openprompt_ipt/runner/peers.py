@@ -13,6 +13,7 @@ their own (docs/methods.md: "Peer methods").
 from __future__ import annotations
 
 import importlib
+import logging
 from typing import Dict, List
 
 from torch import nn
@@ -69,10 +70,22 @@ def attach(backbone: nn.Module, peer: Dict) -> List[nn.Module]:
         library.init(backbone)
         backbone.add_adapter("peer", config=_adapter_config(library, peer, hidden))
         # not train_adapter: it looks for the vocabulary head, which a SoftVerbalizer run has skipped
-        backbone.set_active_adapters("peer")
+        _quietly(backbone.set_active_adapters, "peer")
     for p in backbone.parameters():  # the library's new weights are the trainable ones
         p.requires_grad_(id(p) not in own)
     return peer_modules(backbone)
+
+
+def _quietly(activate, name: str) -> None:
+    """``adapters`` warns "There are adapters available but none are activated for the forward pass" while it
+    switches ours on (its reset pass runs before the activation): a false alarm on every peer run."""
+    log = logging.getLogger("adapters.model_mixin")
+    level = log.level
+    log.setLevel(logging.ERROR)
+    try:
+        activate(name)
+    finally:
+        log.setLevel(level)
 
 
 def peer_modules(root: nn.Module) -> List[nn.Module]:
