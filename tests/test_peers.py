@@ -370,3 +370,28 @@ def test_adapter_run_prints_no_false_none_activated_warning(tmp_path, caplog):
     import logging
 
     assert logging.getLogger("adapters.model_mixin").level == logging.NOTSET  # left as it was
+
+
+def test_init_from_a_peer_run_copies_its_modules_and_head(tmp_path):
+    """Two-stage runs (IDPG A.4) for a peer: init_from a finished LoRA run copies its LoRA weights and head (it
+    said the run was "not a finished run: template/template.safetensors is missing"); another peer, one line."""
+    pytest.importorskip("peft")
+    from safetensors.torch import load_file
+
+    from openprompt_ipt.data.prepare import load_task
+    from openprompt_ipt.runner.experiment import run_experiment
+    from openprompt_ipt.runner.init_from import init_from_run
+
+    cfg = load_config(_cfg(tmp_path, {"method": "lora"}))
+    source = tmp_path / "stage1"
+    run_experiment(cfg, output_dir=str(source), show_progress=False)
+    saved = load_file(str(source / "best.safetensors"))
+    train, _, _, labels = load_task(cfg, str(tmp_path))
+    model, _, _ = build_peer(cfg, train, len(labels), labels)
+    info = init_from_run(model, dict(cfg, init_from=str(source)), labels, log=lambda line: None)
+    own = dict(model.named_parameters())
+    assert info["template_tensors"] == sum(k.startswith("template.peer.") for k in saved) > 0
+    assert info["head"].startswith("loaded") and all(torch.equal(own[k], v) for k, v in saved.items())
+    other = load_config(_cfg(tmp_path, {"method": "lora", "r": 4}))
+    with pytest.raises(ValueError, match=r"trained peer .*'r': 8.* but this run has peer .*'r': 4.*same peer method"):
+        init_from_run(build_peer(other, train, len(labels), labels)[0], dict(other, init_from=str(source)), labels)
