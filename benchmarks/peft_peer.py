@@ -4,7 +4,8 @@ One place for the efficiency benchmark (step time, memory) and the accuracy row 
 The peer is shaped like OpenPrompt's ``PromptForClassification`` (``plm`` / ``template`` /
 ``verbalizer``) so that our Trainer, ``build_optimizers`` and ``split_counts`` treat it exactly like
 our methods: PEFT's trainable prompt is the "prompt" group (lr_prompt, the prompt count), the
-SoftVerbalizer is the head (lr_head), the backbone is frozen and kept in eval mode.
+SoftVerbalizer is the head (lr_head), the backbone is frozen and kept in eval mode (plm.frozen_dropout:
+its dropout stays on, as in our rows from the same YAML).
 """
 from __future__ import annotations
 
@@ -40,8 +41,10 @@ class PeftClassifier(nn.Module):
     """PEFT on the encoder + the same SoftVerbalizer head as ours, read at the mask position."""
 
     def __init__(self, plm, plain_template, verbalizer, kind: str, num_virtual_tokens: int,
-                 prompt_init: str = "sample_vocab", prefix_projection: bool = False, encoder_hidden_size: int = 0):
+                 prompt_init: str = "sample_vocab", prefix_projection: bool = False, encoder_hidden_size: int = 0,
+                 frozen_dropout: bool = False):
         super().__init__()
+        self.frozen_dropout = frozen_dropout  # plm.frozen_dropout: the frozen PLM's dropout stays on, as for our rows
         if kind not in KINDS:
             raise ValueError(f"unknown PEFT kind {kind!r}: choose one of {list(KINDS)}")
         peft = require_peft()
@@ -63,7 +66,8 @@ class PeftClassifier(nn.Module):
 
     def train(self, mode: bool = True):
         super().train(mode)
-        self.plm.eval()  # plm_eval_mode, as our frozen-PLM methods: no dropout in the frozen backbone
+        if not self.frozen_dropout:
+            self.plm.eval()  # plm_eval_mode, as our frozen-PLM methods: no dropout in the frozen backbone
         return self
 
     def forward(self, batch):

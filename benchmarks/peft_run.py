@@ -59,7 +59,8 @@ def build_peer(cfg, train, num_classes, labels):
     pm, tokenizer, wrapper_class = build_model(plain, train, num_classes, labels)
     model = PeftClassifier(pm.plm, pm.template, pm.verbalizer, peer["kind"], peer["num_virtual_tokens"],
                            prompt_init=peer["prompt_init"] or "sample_vocab",
-                           prefix_projection=peer["prefix_projection"], encoder_hidden_size=peer["encoder_hidden_size"] or 0)
+                           prefix_projection=peer["prefix_projection"], encoder_hidden_size=peer["encoder_hidden_size"] or 0,
+                           frozen_dropout=bool(cfg["plm"].get("frozen_dropout")))  # as build_model's plm_eval_mode
     return model, tokenizer, wrapper_class
 
 

@@ -242,3 +242,156 @@ def test_accuracy_study_refuses_peer_rows_without_their_library(tmp_path, monkey
         bench.main(["--group", "cb_peer_family", "--out", str(tmp_path / "g"), "--docs", str(tmp_path / "docs")])
     assert str(err.value) == f"error: Adapter: the peer methods need the 'adapters' package: {INSTALL}"
     assert started == [] and not (tmp_path / "docs").exists()
+
+
+@pytest.mark.parametrize("method", ["lora", "adapter"])
+def test_predict_rebuilds_a_peer_run_with_its_trained_modules(tmp_path, method):
+    """`openprompt-ipt predict` on an Adapter / LoRA run puts the library's modules back and loads their trained
+    weights (it stopped at "has weights this module lacks: ['template.peer.0...']"); the run says how."""
+    pytest.importorskip(LIBRARY[method])
+    from safetensors.torch import load_file
+
+    from openprompt_ipt.runner.experiment import run_experiment
+    from openprompt_ipt.runner.predict import load_run
+    from openprompt_ipt.training.logs import format_summary
+
+    cfg = load_config(_cfg(tmp_path, {"method": method}))
+    out = tmp_path / "run"
+    result = run_experiment(cfg, output_dir=str(out), show_progress=False)
+    predictor = load_run(str(out))
+    own = dict(predictor.model.named_parameters())
+    saved = load_file(str(out / "best.safetensors"))
+    assert sum(v.numel() for k, v in saved.items() if k.startswith("template.peer.")) == TINY_COUNTS[method]
+    assert all(torch.equal(own[k], v) for k, v in saved.items())
+    with open(tmp_path / "CB" / "val.jsonl") as f:  # the run's test split (the official val)
+        rows = [json.loads(line) for line in f]
+    predicted = [p["label"] for p in predictor.predict(rows)]
+    assert sum(p == r["label"] for p, r in zip(predicted, rows)) / len(rows) == result["test"]["accuracy"]
+    assert f"predict: openprompt-ipt predict --run {out} --input FILE.jsonl" in format_summary(result, str(out))
+
+
+def test_predict_refuses_a_peft_run_in_one_line(tmp_path, capsys):
+    """A PEFT run of benchmarks/peft_run.py (its model lives in benchmarks/): one line, not a weights error."""
+    pytest.importorskip("peft")
+    spec = importlib.util.spec_from_file_location("peft_run", os.path.join(ROOT, "benchmarks", "peft_run.py"))
+    runner = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(runner)
+    from test_benchmarks import _peft_cfg
+
+    from openprompt_ipt.commands.predict import main as predict
+    from openprompt_ipt.training.logs import format_summary
+
+    out = tmp_path / "runs"
+    assert runner.main(["--peft", "prompt", "--config", _peft_cfg(tmp_path, "instance_wise"), "--output-dir",
+                        str(out), "--quiet"]) == 0
+    run = out / "tiny_peft" / "seed3"
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text(json.dumps({"premise": "the cat sat", "hypothesis": "it sat"}) + "\n")
+    capsys.readouterr()
+    assert predict(["--run", str(run), "--input", str(rows)]) == 2
+    assert capsys.readouterr().err == (f"error: '{run}' is a peft peer run (benchmarks/peft_run.py): predict loads "
+                                       "the runs of openprompt-ipt run / experiments/run.py only\n")
+    assert "predict:" not in format_summary(json.loads((run / "metrics.json").read_text()), str(run))
+
+
+def test_peer_option_values_are_checked_when_the_config_loads(tmp_path):
+    """One LoRA target named alone is a list of one (it was split into its letters: "Target modules {'q', 'u',
+    ...} not found"); a non-list, an empty list, a quoted "maybe" for a flag: one line naming the key."""
+    path = tmp_path / "p.yaml"
+
+    def peer(section):
+        path.write_text(yaml.safe_dump({"dataset": {"name": "cb"}, "peer": section}))
+        return load_config(str(path))["peer"]
+
+    assert peer({"method": "lora", "target_modules": "query"})["target_modules"] == ["query"]
+    for section, match in (({"method": "lora", "target_modules": []}, r"peer.target_modules = \[\] is not allowed"),
+                           ({"method": "lora", "target_modules": 5}, "peer.target_modules = 5 is not allowed"),
+                           ({"method": "lora", "target_modules": ["query", 3]}, "give module names, e.g. "),
+                           ({"method": "compacter", "shared_phm_rule": "maybe"},
+                            "peer.shared_phm_rule = 'maybe' is not allowed: give true or false")):
+        with pytest.raises(ValueError, match=match) as err:
+            peer(section)
+        assert "\n" not in str(err.value)
+
+
+def test_lora_on_one_named_module_and_an_unknown_adapter_activation(tmp_path):
+    pytest.importorskip("peft")
+    pytest.importorskip("adapters")
+    from openprompt_ipt.data.prepare import load_task
+
+    cfg = load_config(_cfg(tmp_path, {"method": "lora", "target_modules": "query"}))
+    train, _, _, labels = load_task(cfg, str(tmp_path))
+    model, _, _ = build_peer(cfg, train, len(labels), labels)
+    assert sum(p.numel() for p in model.template.peer.parameters()) == TINY_COUNTS["lora"] // 2  # query only
+    for bad in ("foo", ""):
+        cfg = load_config(_cfg(tmp_path, {"method": "adapter", "non_linearity": bad}))
+        with pytest.raises(ValueError, match=f"peer.non_linearity '{bad}' is unknown: choose one of .*relu") as err:
+            build_peer(cfg, train, len(labels), labels)
+        assert "\n" not in str(err.value)
+    cfg = load_config(_cfg(tmp_path, {"method": "adapter", "non_linearity": "ReLU"}))  # adapters lower-cases it
+    build_peer(cfg, train, len(labels), labels)
+
+
+@pytest.mark.parametrize("frozen_dropout", [False, True])
+def test_peft_peer_keeps_the_frozen_dropout_of_the_rows_it_is_compared_with(tmp_path, frozen_dropout):
+    """plm.frozen_dropout (the idpg_table1 YAMLs: the authors' dropout in the frozen PLM) reaches the PEFT peer
+    as it reaches our rows from the same YAML; the peer ran without dropout whatever the YAML said."""
+    pytest.importorskip("peft")
+    spec = importlib.util.spec_from_file_location("peft_run", os.path.join(ROOT, "benchmarks", "peft_run.py"))
+    runner = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(runner)
+    from test_benchmarks import _peft_cfg
+
+    from openprompt_ipt.data.prepare import load_task
+    from openprompt_ipt.runner.experiment import build_model
+
+    cfg = load_config(_peft_cfg(tmp_path, "instance_wise"), [f"plm.frozen_dropout={str(frozen_dropout).lower()}"])
+    train, _, _, labels = load_task(cfg, str(tmp_path))
+    ours, _, _ = build_model(cfg, train, len(labels), labels)
+    peer, _, _ = runner.build_peer(dict(cfg, peer=runner.peer_settings(cfg, "prompt", "sample_vocab")), train,
+                                   len(labels), labels)
+    for model in (ours, peer):
+        model.train()
+        assert {m.training for m in model.plm.modules() if isinstance(m, torch.nn.Dropout)} == {frozen_dropout}
+
+
+def test_adapter_run_prints_no_false_none_activated_warning(tmp_path, caplog):
+    """adapters' "none are activated for the forward pass" came from its own reset while switching the adapter
+    on, before training: a reader took it for an Adapter row trained without its adapter."""
+    pytest.importorskip("adapters")
+    from openprompt_ipt.data.prepare import load_task
+
+    cfg = load_config(_cfg(tmp_path, {"method": "adapter"}))
+    train, _, _, labels = load_task(cfg, str(tmp_path))
+    with caplog.at_level("WARNING"):
+        model, _, _ = build_peer(cfg, train, len(labels), labels)
+    assert not [r for r in caplog.records if "none are activated" in r.getMessage()]
+    assert str(model.prompt_model.plm.active_adapters) == "Stack[peer]"
+    import logging
+
+    assert logging.getLogger("adapters.model_mixin").level == logging.NOTSET  # left as it was
+
+
+def test_init_from_a_peer_run_copies_its_modules_and_head(tmp_path):
+    """Two-stage runs (IDPG A.4) for a peer: init_from a finished LoRA run copies its LoRA weights and head (it
+    said the run was "not a finished run: template/template.safetensors is missing"); another peer, one line."""
+    pytest.importorskip("peft")
+    from safetensors.torch import load_file
+
+    from openprompt_ipt.data.prepare import load_task
+    from openprompt_ipt.runner.experiment import run_experiment
+    from openprompt_ipt.runner.init_from import init_from_run
+
+    cfg = load_config(_cfg(tmp_path, {"method": "lora"}))
+    source = tmp_path / "stage1"
+    run_experiment(cfg, output_dir=str(source), show_progress=False)
+    saved = load_file(str(source / "best.safetensors"))
+    train, _, _, labels = load_task(cfg, str(tmp_path))
+    model, _, _ = build_peer(cfg, train, len(labels), labels)
+    info = init_from_run(model, dict(cfg, init_from=str(source)), labels, log=lambda line: None)
+    own = dict(model.named_parameters())
+    assert info["template_tensors"] == sum(k.startswith("template.peer.") for k in saved) > 0
+    assert info["head"].startswith("loaded") and all(torch.equal(own[k], v) for k, v in saved.items())
+    other = load_config(_cfg(tmp_path, {"method": "lora", "r": 4}))
+    with pytest.raises(ValueError, match=r"trained peer .*'r': 8.* but this run has peer .*'r': 4.*same peer method"):
+        init_from_run(build_peer(other, train, len(labels), labels)[0], dict(other, init_from=str(source)), labels)

@@ -18,10 +18,11 @@ from .config import flat_keys
 WORDING_KEYS = ("text",)
 
 
-def read_source(run_dir: str) -> Dict:
-    """The source run's config; one clear error when ``run_dir`` is not a finished run with a template."""
+def read_source(run_dir: str, weights: Optional[str] = None) -> Dict:
+    """The source run's config; one clear error when ``run_dir`` is not a finished run with a template
+    (``weights``: the file that holds what is copied; default its ``template/``)."""
     cfg_path = os.path.join(run_dir, "config.json")
-    weights = os.path.join(run_dir, "template", "template.safetensors")
+    weights = weights or os.path.join(run_dir, "template", "template.safetensors")
     for path in (cfg_path, weights):
         if not os.path.isfile(path):
             raise FileNotFoundError(f"init_from '{run_dir}' is not a finished run: {os.path.relpath(path, run_dir)} is "
@@ -72,6 +73,8 @@ def init_from_run(model, cfg: Dict, labels: Sequence[str], log=print) -> Dict:
     """Load the source run's prompt (and, when allowed and the labels match, head) into ``model``.
     Returns what was loaded (it goes into metrics.json)."""
     run_dir = str(cfg["init_from"]).replace("{seed}", str(cfg["seed"]))  # each seed from its own stage-1 run
+    if (cfg.get("peer") or {}).get("method") or _peer_of(run_dir):
+        return _init_peer(model, cfg, labels, run_dir, log)
     source = read_source(run_dir)
     metrics_path = os.path.join(run_dir, "metrics.json")
     source_metrics = {}
@@ -92,6 +95,42 @@ def init_from_run(model, cfg: Dict, labels: Sequence[str], log=print) -> Dict:
         n_template = len(list(f.keys()))
     info = {"run": run_dir, "template_tensors": n_template, "head": _load_head(model, cfg, source, labels, run_dir)}
     log(f"init_from: prompt weights ({n_template} tensors) from {run_dir}; head: {info['head']}")
+    return info
+
+
+def _peer_of(run_dir: str) -> Dict:
+    """The ``peer:`` section of the run in ``run_dir`` (Adapter, Compacter, LoRA), or {}."""
+    path = os.path.join(run_dir, "config.json")
+    if not os.path.isfile(path):
+        return {}
+    peer = read_json(path, f"train the run '{run_dir}' again (experiments/run.py ... --overwrite)").get("peer")
+    return peer if isinstance(peer, dict) else {}
+
+
+def _init_peer(model, cfg: Dict, labels: Sequence[str], run_dir: str, log) -> Dict:
+    """A peer run from a peer run of the same method and options: the library's modules (``template.peer.*``
+    of its ``best.safetensors``; a peer run has no ``template/``) and, as for every run, the head."""
+    from ..serialization import read_safetensors
+
+    best = os.path.join(run_dir, "best.safetensors")
+    source = read_source(run_dir, best)
+    mine, theirs = cfg.get("peer") or None, source.get("peer") or None
+    if mine != theirs:
+        raise ValueError(f"init_from '{run_dir}' trained peer {theirs!r} but this run has peer {mine!r}: start "
+                         "from a run of the same peer method and options")
+    metrics_path = os.path.join(run_dir, "metrics.json")
+    source_metrics = read_json(metrics_path, f"train the run '{run_dir}' again") if os.path.isfile(metrics_path) else {}
+    check_compatible(cfg, source, run_dir, source_metrics)
+    check_backbone_shape(model, source_metrics, run_dir)
+    fix = f"train init_from's run '{run_dir}' again (experiments/run.py ... --overwrite)"
+    state = {k[len("template."):]: v for k, v in read_safetensors(best, fix).items() if k.startswith("template.")}
+    params = dict(model.template.named_parameters())
+    if set(state) != set(params) or any(params[k].shape != v.shape for k, v in state.items()):
+        raise ValueError(f"init_from '{run_dir}': its {mine['method']} weights do not fit this model's: {fix}")
+    for name, value in state.items():
+        params[name].data.copy_(value)
+    info = {"run": run_dir, "template_tensors": len(state), "head": _load_head(model, cfg, source, labels, run_dir)}
+    log(f"init_from: {mine['method']} weights ({len(state)} tensors) from {run_dir}; head: {info['head']}")
     return info
 
 

@@ -31,7 +31,17 @@ def check_peer(section) -> Dict:
         if key != "method" and key not in defaults:
             raise ValueError(f"unknown key 'peer.{key}' for method {method}: valid: {', '.join(sorted(defaults))}")
     out = {"method": method, **defaults, **{k: v for k, v in section.items() if k != "method"}}
+    if "target_modules" in out:
+        out["target_modules"] = _module_names(out["target_modules"])
     if method in ARCHITECTURES and out["architecture"] not in ARCHITECTURES[method]:
         raise ValueError(f"unknown peer.architecture {out['architecture']!r} for {method}: "
                          f"choose one of {', '.join(ARCHITECTURES[method])}")
     return out
+
+
+def _module_names(value) -> list:
+    """LoRA's target modules: a list of module names; one name alone is a list of one (not its letters)."""
+    names = [value] if isinstance(value, str) else value
+    if not isinstance(names, list) or not names or not all(isinstance(n, str) and n for n in names):
+        raise ValueError(f"peer.target_modules = {value!r} is not allowed: give module names, e.g. [query, value]")
+    return names

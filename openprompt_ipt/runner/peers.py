@@ -13,6 +13,7 @@ their own (docs/methods.md: "Peer methods").
 from __future__ import annotations
 
 import importlib
+import logging
 from typing import Dict, List
 
 from torch import nn
@@ -32,14 +33,25 @@ def _adapter_config(adapters, peer: Dict, hidden: int):
     if m <= 0 or hidden % m:
         raise ValueError(f"peer.bottleneck {m} must divide the backbone's hidden size {hidden}")
     opts = {"reduction_factor": hidden / m}  # adapters sizes the bottleneck as hidden // reduction_factor
-    if peer["non_linearity"]:
-        opts["non_linearity"] = peer["non_linearity"]
+    if peer["non_linearity"] is not None:
+        opts["non_linearity"] = _activation(peer["non_linearity"])
     if peer["method"] == "compacter":
         n = int(peer["phm_dim"])
         if n <= 0 or hidden % n or m % n:
             raise ValueError(f"peer.phm_dim {n} must divide the hidden size {hidden} and the bottleneck {m}")
         opts.update(phm_dim=n, shared_phm_rule=bool(peer["shared_phm_rule"]))
     return getattr(adapters, ARCHITECTURES[peer["method"]][peer["architecture"]])(**opts)
+
+
+def _activation(name) -> str:
+    """An activation name ``adapters`` knows (it reads ``name.lower()`` from transformers' ACT2FN)."""
+    from transformers.activations import ACT2FN
+
+    known = sorted(set(ACT2FN) | {"leakyrelu"})
+    if not isinstance(name, str) or name.lower() not in known:
+        raise ValueError(f"peer.non_linearity {name!r} is unknown: choose one of {', '.join(known)} "
+                         "(or null: the architecture's own)")
+    return name
 
 
 def attach(backbone: nn.Module, peer: Dict) -> List[nn.Module]:
@@ -58,10 +70,22 @@ def attach(backbone: nn.Module, peer: Dict) -> List[nn.Module]:
         library.init(backbone)
         backbone.add_adapter("peer", config=_adapter_config(library, peer, hidden))
         # not train_adapter: it looks for the vocabulary head, which a SoftVerbalizer run has skipped
-        backbone.set_active_adapters("peer")
+        _quietly(backbone.set_active_adapters, "peer")
     for p in backbone.parameters():  # the library's new weights are the trainable ones
         p.requires_grad_(id(p) not in own)
     return peer_modules(backbone)
+
+
+def _quietly(activate, name: str) -> None:
+    """``adapters`` warns "There are adapters available but none are activated for the forward pass" while it
+    switches ours on (its reset pass runs before the activation): a false alarm on every peer run."""
+    log = logging.getLogger("adapters.model_mixin")
+    level = log.level
+    log.setLevel(logging.ERROR)
+    try:
+        activate(name)
+    finally:
+        log.setLevel(level)
 
 
 def peer_modules(root: nn.Module) -> List[nn.Module]:

@@ -161,7 +161,15 @@ def load_run(run_dir: str, device: str = "cpu") -> Predictor:
     task = get_task(cfg["dataset"]["name"], cfg["dataset"])
     labels, n_outputs = list(task.labels), task.num_outputs
     template_dir = os.path.join(run_dir, "template")
-    if os.path.isdir(template_dir):
+    peer = cfg.get("peer") or {}
+    if peer.get("library"):  # benchmarks/peft_run.py: its model is built in benchmarks/, outside the package
+        raise ValueError(f"'{run_dir}' is a {peer['library']} peer run (benchmarks/peft_run.py): predict loads the "
+                         "runs of openprompt-ipt run / experiments/run.py only")
+    if peer.get("method"):  # Adapter / Compacter / LoRA: the library's modules, then their trained weights by name
+        from .peers import build_peer
+
+        prompt_model, tokenizer, wrapper_class = build_peer(cfg, [], n_outputs, labels)
+    elif os.path.isdir(template_dir):
         model, tokenizer, wrapper_class = load_backbone(cfg["plm"]["model_path"], verbalizer=cfg["verbalizer"])
         template = TEMPLATE_CLASS[cfg["template"]].from_pretrained(template_dir, model, tokenizer)
         node = CfgNode({"verbalizer": cfg["verbalizer"],

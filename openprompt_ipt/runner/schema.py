@@ -162,6 +162,7 @@ SCHEMA: Dict[str, object] = {
     "peer.phm_dim": INT_POS,
     "peer.r": INT_POS,
     "peer.alpha": POSITIVE,
+    "peer.shared_phm_rule": Flag(),
 }
 
 

@@ -9,6 +9,7 @@ the file reads as if the run had never stopped. TensorBoard event files go to ``
 from __future__ import annotations
 
 import csv
+import json
 import os
 from typing import Dict, Optional
 
@@ -66,6 +67,16 @@ def read_log(path: str):
                 for r in csv.DictReader(f)]
 
 
+def _peft_run(run_dir: str) -> bool:
+    """A run of benchmarks/peft_run.py (its config's ``peer`` names the library): predict cannot rebuild it."""
+    try:
+        with open(os.path.join(run_dir, "config.json")) as f:
+            peer = json.load(f).get("peer")
+    except (OSError, ValueError):
+        return False
+    return isinstance(peer, dict) and bool(peer.get("library"))
+
+
 def format_summary(result: Dict, run_dir: Optional[str]) -> str:
     """One screen at the end of a run: where things are and what came out."""
     t = result.get("training", {})
@@ -79,11 +90,10 @@ def format_summary(result: Dict, run_dir: Optional[str]) -> str:
              "  test: " + " ".join(f"{k} {v:.4f}" for k, v in result["test"].items() if k != "loss"),
              f"  time {result.get('seconds', '?')}s"]
     if run_dir:
-        # a peer run (benchmarks/peft_run.py) saves no template/: nothing for predict.py to load
         template = os.path.isdir(os.path.join(run_dir, "template"))
         lines += [f"  run dir {run_dir}: config.json metrics.json best.safetensors {'template/ ' if template else ''}"
                   f"log.csv checkpoints/{' tensorboard/' if os.path.isdir(os.path.join(run_dir, 'tensorboard')) else ''}"]
-        if template:
+        if not _peft_run(run_dir):  # predict rebuilds every other run, template/ or not (runner/predict.py)
             lines.append(f"  predict: openprompt-ipt predict --run {run_dir} --input FILE.jsonl")
     lines.append("=" * 72)
     return "\n".join(lines)
