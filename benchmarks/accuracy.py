@@ -9,8 +9,8 @@ a pair whose ``metrics.json`` exists is skipped, so an interrupted group resumes
 run cut off mid-way continues from its newest checkpoint (``run.py --resume``); ``--overwrite`` redoes the
 whole group (its own runs are removed first, never those of a ``from_group`` row).
 At the end (and with ``--report-only``) the group's table is written to
-``docs/results/<group>.md`` / ``.csv``: mean ± std over seeds of the test metrics, dev accuracy,
-trainable prompt parameters, the paper's number and the gap to the row's base method.
+``docs/results/<group>.md`` / ``.csv`` (with another ``--out``: in that folder, unless ``--docs``):
+mean ± std over seeds of the test metrics, dev accuracy, trainable prompt parameters, the paper's number and the gap to the row's base method.
 Per-run ``metrics.json``, ``config.json`` and ``log.csv`` stay under ``results/accuracy/<group>/``
 (committed; weights and checkpoints are not).
 Two-stage runs (IDPG A.4): a method with ``init_from_group: <group>`` starts each seed from that group's
@@ -317,8 +317,13 @@ def summary_cli(doc: str, default_out: str, header: str, build, groups: List[str
     bytes``, when given, goes beside the table (same name, ``.png``)."""
     p = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--results", default=os.path.join(ROOT, "results", "accuracy"), help="the groups' run folders")
-    p.add_argument("--out", default=os.path.join(ROOT, "docs", "results", default_out))
+    p.add_argument("--out", default=None, help=f"the table (default: docs/results/{default_out} with the default "
+                   "--results, else in the --results folder, so a trial never replaces a committed table)")
     args = p.parse_args(argv)
+    if args.out is None:
+        repo = os.path.abspath(args.results) == os.path.join(ROOT, "results", "accuracy")
+        args.out = os.path.join(ROOT, "docs", "results", default_out) if repo else \
+            os.path.join(args.results, default_out)
     # a mistyped --results would otherwise overwrite the finished table with empty cells
     if not any(os.path.isdir(os.path.join(args.results, g)) for g in groups):
         raise SystemExit(f"error: --results {args.results}: none of {', '.join(groups)} is a folder there; "
@@ -340,7 +345,9 @@ def main(argv=None) -> int:
     p.add_argument("--workers", type=int, default=2, help="runs in parallel (one process each)")
     p.add_argument("--threads", type=int, default=1, help="torch threads per run")
     p.add_argument("--out", default=None, help="run folder (default results/accuracy/<group>)")
-    p.add_argument("--docs", default=os.path.join(ROOT, "docs", "results"), help="where the table goes")
+    p.add_argument("--docs", default=None,
+                   help="where the table goes (default: docs/results with the default --out, else the --out folder, "
+                        "so a trial run never replaces a committed table)")
     p.add_argument("--set", dest="extra", action="append", default=[], help="override for every run")
     p.add_argument("--report-only", action="store_true", help="only rebuild the table from finished runs")
     p.add_argument("--keep-weights", action="store_true", help="keep best.safetensors / checkpoints")
@@ -372,7 +379,9 @@ def main(argv=None) -> int:
         if unknown:
             p.error(f"--methods: {unknown} not among group {args.group}'s methods {labels}")
         run_methods = [m for m in group["methods"] if m["label"] in wanted]
-    out = args.out or os.path.join(ROOT, "results", "accuracy", args.group)
+    default_out = os.path.join(ROOT, "results", "accuracy", args.group)
+    out = args.out or default_out
+    docs = args.docs or (os.path.join(ROOT, "docs", "results") if os.path.abspath(out) == default_out else out)
     failures = []
     if not args.report_only:
         check_peer_libraries(group, out)
@@ -395,9 +404,12 @@ def main(argv=None) -> int:
         return 2
     cmd = f"python benchmarks/accuracy.py --group {args.group} --workers {args.workers}" + \
           "".join(f" --set {e}" for e in args.extra)
-    for fname, text in report(args.group, group, rows, cmd).items():
-        write_text_atomic(os.path.join(args.docs, fname), text)
-    print(report(args.group, group, rows, cmd)[f"{args.group}.md"])
+    tables = report(args.group, group, rows, cmd)
+    for fname, text in tables.items():
+        write_text_atomic(os.path.join(docs, fname), text)
+    print(tables[f"{args.group}.md"])
+    if docs != os.path.join(ROOT, "docs", "results"):
+        print(f"wrote {os.path.join(docs, args.group + '.md')} (and .csv)", flush=True)
     for f in failures:
         print(f"FAILED {f}", file=sys.stderr)
     return 1 if failures else 0

@@ -581,3 +581,29 @@ def test_accuracy_seeds_that_are_not_integers_are_a_usage_line(tmp_path, capsys)
     with pytest.raises(SystemExit):
         bench.main(["--group", "cb_pt_family", "--seeds", "1,99", "--out", str(tmp_path)])
     assert "--seeds 1,99: [99] not among group cb_pt_family's seeds" in capsys.readouterr().err
+
+
+def test_accuracy_trial_run_elsewhere_never_replaces_the_committed_table(tmp_path, monkeypatch, capsys):
+    """`--out /tmp/try` wrote docs/results/<group>.md of the repo (--docs defaulted to it whatever --out was):
+    a trial replaced the committed table. Now the table goes to the --out folder; with the default --out (or an
+    explicit --docs) to where it did."""
+    bench = _load("accuracy")
+    m = {"label": "PT", "yaml": "yamls/cb_prompt_tuning.yaml", "set": []}
+    group = {"title": "T", "task": "cb", "seeds": [1], "paper_source": "P", "methods": [m]}
+    monkeypatch.setattr(bench, "load_group", lambda name: group)
+    repo = tmp_path / "repo"  # stands for the clone: its docs/results holds the committed table
+    monkeypatch.setattr(bench, "ROOT", str(repo))
+    committed = repo / "docs" / "results" / "g.md"
+    committed.parent.mkdir(parents=True)
+    committed.write_text("the committed table\n")
+    trial = tmp_path / "try"
+    _fake_run(trial, bench, m, 1, 0.5)
+    assert bench.main(["--group", "g", "--out", str(trial), "--report-only"]) == 0
+    assert committed.read_text() == "the committed table\n"
+    assert "| PT |" in (trial / "g.md").read_text() and (trial / "g.csv").exists()
+    assert f"wrote {trial / 'g.md'}" in capsys.readouterr().out
+    _fake_run(repo / "results" / "accuracy" / "g", bench, m, 1, 0.7)  # the study's own folder: its table is the repo's
+    assert bench.main(["--group", "g", "--report-only"]) == 0
+    assert "| PT |" in committed.read_text() and "70.0" in committed.read_text()
+    assert bench.main(["--group", "g", "--out", str(trial), "--report-only", "--docs", str(tmp_path / "d")]) == 0
+    assert (tmp_path / "d" / "g.md").exists()
