@@ -7,10 +7,12 @@ Groups live in ``benchmarks/accuracy_groups.yaml``. Each (method, seed) is one
 ``benchmarks/peft_run.py``) with one thread (2 workers = the 2 cores of CI-class machines);
 a pair whose ``metrics.json`` exists is skipped, so an interrupted group resumes where it stopped, and a
 run cut off mid-way continues from its newest checkpoint (``run.py --resume``); ``--overwrite`` redoes the
-whole group (its own runs are removed first, never those of a ``from_group`` row).
+whole group (its own runs are removed first, never those of a ``from_group`` row). A finished run made with
+other settings (its ``config.json`` against the config this command builds for it) is refused, never
+skipped as this command's (``--report-only``: a note, and the table says what its runs were made with).
 At the end (and with ``--report-only``) the group's table is written to
-``docs/results/<group>.md`` / ``.csv``: mean ± std over seeds of the test metrics, dev accuracy,
-trainable prompt parameters, the paper's number and the gap to the row's base method.
+``docs/results/<group>.md`` / ``.csv`` (with another ``--out``: in that folder, unless ``--docs``):
+mean ± std over seeds of the test metrics, dev accuracy, trainable prompt parameters, the paper's number and the gap to the row's base method.
 Per-run ``metrics.json``, ``config.json`` and ``log.csv`` stay under ``results/accuracy/<group>/``
 (committed; weights and checkpoints are not).
 Two-stage runs (IDPG A.4): a method with ``init_from_group: <group>`` starts each seed from that group's
@@ -25,6 +27,7 @@ import io
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 import time
@@ -113,12 +116,17 @@ def run_dir(out: str, method: Dict, seed: int) -> str:
     return os.path.join(method_folder(out, method), stem, f"seed{seed}")
 
 
+def overrides(method: Dict, seed: int, out: str, extra: List[str]) -> List[str]:
+    """The ``--set`` items of a run: the group's and the method's, its stage-1 run, then the command's."""
+    start = init_dir(out, method, seed)
+    return list(method.get("set") or []) + ([f"init_from={start}"] if start else []) + list(extra)
+
+
 def command(method: Dict, seed: int, out: str, extra: List[str]) -> List[str]:
     script, script_args = RUNNERS[method["runner"]] if method.get("runner") else ("experiments/run.py", [])
     cmd = [sys.executable, os.path.join(ROOT, *script.split("/"))] + script_args + ["--config", method["yaml"],
            "--seeds", str(seed), "--output-dir", method_folder(out, method), "--quiet"]
-    start = init_dir(out, method, seed)
-    for item in list(method.get("set") or []) + ([f"init_from={start}"] if start else []) + extra:
+    for item in overrides(method, seed, out, extra):
         cmd += ["--set", item]
     if run_state(run_dir(out, method, seed)) == "unfinished":
         cmd.append("--resume")  # a run cut off mid-way (a session's end, a kill) continues, not restarts
@@ -149,6 +157,154 @@ def clear_group(group: Dict, out: str) -> int:
     taken = [d for d in own if run_state(d)]
     clear_runs(taken)
     return len(taken)
+
+
+# --- the settings a finished run was made with (its config.json) against this command's -----------------------
+# Where and how a run ran, not what it computed: a GPU run (train.device=cuda), the checkpoint schedule.
+NOT_RESULT_KEYS = ("seed", "output_dir", "train.device", "train.checkpoint_every", "train.checkpoint_minutes",
+                   "train.keep_checkpoints")
+# what tells two backbones apart (a local copy of minilm in /tmp/minilm is minilm)
+BACKBONE_SHAPE = ("model_type", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
+                  "vocab_size")
+
+
+def run_config(method: Dict, seed: int, out: str, extra: List[str]) -> Dict:
+    """The config this command's run of (method, seed) gets: what run.py builds from the same YAML and --set."""
+    from openprompt_ipt.runner.config import load_config
+
+    cfg = load_config(os.path.join(ROOT, method["yaml"]), overrides(method, seed, out, extra))
+    cfg["seed"] = seed
+    return json.loads(json.dumps(cfg, default=str))  # tuples as lists, as config.json has them
+
+
+def _leaves(d: Dict, prefix: str = "") -> Dict:
+    out = {}
+    for k, v in (d or {}).items():
+        if isinstance(v, dict) and v:
+            out.update(_leaves(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+def _folder(path) -> Optional[str]:
+    """A local folder as run.py (cwd = the repo) resolves it, else None (a hub name, a folder that is gone)."""
+    if not isinstance(path, str) or not path:
+        return None
+    try:
+        from openprompt_ipt.runner.backbones import backbone_path
+
+        path = backbone_path(path)  # the minilm alias
+    except ImportError:
+        pass
+    full = path if os.path.isabs(path) else os.path.join(ROOT, path)
+    return os.path.realpath(full) if os.path.isdir(full) else None
+
+
+def _backbone_shape(path, metrics: Optional[Dict] = None) -> Optional[Dict]:
+    """The checkpoint's shape from its config.json, or (a folder since removed) the shape the run recorded."""
+    folder = _folder(path)
+    if folder and os.path.isfile(os.path.join(folder, "config.json")):
+        with open(os.path.join(folder, "config.json")) as f:
+            cfg = json.load(f)
+        return {k: cfg[k] for k in BACKBONE_SHAPE if k in cfg}
+    if isinstance(path, str) and os.path.isabs(path):  # a local folder since removed (a hub name: by name only)
+        return dict((metrics or {}).get("backbone_shape") or {}) or None
+    return None
+
+
+def same_backbone(recorded, now, metrics: Optional[Dict] = None) -> bool:
+    a, b = _backbone_shape(recorded, metrics), _backbone_shape(now)
+    if not a or not b or not {"hidden_size", "vocab_size"} <= set(a) & set(b):
+        return False  # a hub name: only the same name is the same model
+    return all(a[k] == b[k] for k in set(a) & set(b))
+
+
+def result_differences(saved: Dict, now: Dict, metrics: Optional[Dict] = None) -> Dict[str, tuple]:
+    """{key: (recorded, now)} for the keys that change results. Not compared: ``NOT_RESULT_KEYS``; keys only the
+    recorded config has (renamed or dropped since, a peer runner's own ``peer.*``) and section keys only this
+    one has; the value a sweep kept; the same folder or backbone named another way; the same stage-1 run
+    (``init_from``) under another checkout. A key added to the defaults since counts as its default (what the
+    older release did, as for ``--resume``)."""
+    from openprompt_ipt.runner.config import DEFAULTS
+
+    a, b, default = _leaves(saved), _leaves(now), _leaves(json.loads(json.dumps(DEFAULTS, default=str)))
+    swept = now.get("sweep") or {}
+    diff = {}
+    for k in sorted(b):
+        if k not in a and k not in default:  # a section the run did not have (another verbalizer's): what
+            continue                           # chose it (``verbalizer``) is compared
+        old, new = a.get(k, default.get(k)), b[k]  # a key added since: the run had what its default keeps
+        if old == new or k in NOT_RESULT_KEYS:
+            continue
+        if k in swept and old in swept[k]:  # a seed's config.json holds the sweep point it kept
+            continue
+        if k in ("plm.model_path", "dataset.path") and _folder(old) and _folder(old) == _folder(new):
+            continue
+        if k == "plm.model_path" and same_backbone(old, new, metrics):
+            continue
+        if k == "init_from" and isinstance(old, str) and isinstance(new, str) and \
+                old.split(os.sep)[-4:] == new.split(os.sep)[-4:]:  # <group>/<label>/<yaml>/seed<k>
+            continue
+        diff[k] = (old, new)
+    return diff
+
+
+def settings_differences(group: Dict, out: str, extra: List[str]) -> Dict[tuple, Dict[str, tuple]]:
+    """(label, seed) -> result_differences, for each finished run of ``group`` (with its config.json) made
+    with other settings than the config this command (group YAMLs and set + ``extra``) builds for it."""
+    found = {}
+    for m in group["methods"]:
+        for s in group["seeds"]:
+            d = run_dir(out, m, s)
+            if not (os.path.isfile(os.path.join(d, "metrics.json")) and os.path.isfile(os.path.join(d, "config.json"))):
+                continue
+            with open(os.path.join(d, "config.json")) as f:
+                saved = json.load(f)
+            with open(os.path.join(d, "metrics.json")) as f:
+                metrics = json.load(f)
+            try:
+                now = run_config(m, s, out, extra)
+            except (KeyError, ValueError, FileNotFoundError) as e:
+                why = e.args[0] if isinstance(e, KeyError) and e.args else e
+                raise SystemExit(f"error: {m['label']}: {m['yaml']} with --set "
+                                 f"{' '.join(overrides(m, s, out, extra))}: {why}") from None
+            diff = result_differences(saved, metrics=metrics, now=now)
+            if diff:
+                found[(m["label"], s)] = diff
+    return found
+
+
+def _value(v) -> str:
+    return v if isinstance(v, str) else json.dumps(v, separators=(",", ":"))  # as --set takes it
+
+
+def describe(found: Dict[tuple, Dict[str, tuple]]) -> str:
+    """'A seeds 1, 2 (train.epochs 1 → 20); B seed 1 (...)': runs with the same differences together."""
+    parts: Dict[tuple, List] = {}
+    for (label, seed), diff in found.items():
+        keys = tuple((k, _value(o), _value(n)) for k, (o, n) in sorted(diff.items()))
+        parts.setdefault((label, keys), []).append(seed)
+    return "; ".join(f"{label} seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))} ("
+                     + ", ".join(f"{k} {o} → {n}" for k, o, n in keys) + ")"
+                     for (label, keys), seeds in parts.items())
+
+
+def made_with(group: Dict, out: str) -> tuple:
+    """What the finished runs were made with, against what the group builds today without a --set: the
+    ``key=value`` every run shares (the table's command line) and, per row, the runs made otherwise."""
+    found = settings_differences(group, out, [])
+    finished = [(m["label"], s) for m in group["methods"] for s in group["seeds"]
+                if os.path.isfile(os.path.join(run_dir(out, m, s), "config.json"))
+                and os.path.isfile(os.path.join(run_dir(out, m, s), "metrics.json"))]
+    pairs = [{(k, _value(o)) for k, (o, _) in found.get(run, {}).items()} for run in finished]
+    shared = set.intersection(*pairs) if pairs else set()
+    rest = {run: {k: v for k, v in diff.items() if (k, _value(v[0])) not in shared} for run, diff in found.items()}
+    notes: Dict[str, str] = {}
+    for (label, seed), diff in rest.items():
+        if diff:
+            notes[label] = describe({r: d for r, d in rest.items() if r[0] == label and d})
+    return [f"{k}={v}" for k, v in sorted(shared)], notes
 
 
 NOT_STARTED = None  # run_job's result for a run that --stop-after kept from starting
@@ -236,7 +392,11 @@ def pct(stats: Dict) -> str:
     return f"{100 * stats['mean']:.1f} ± {100 * stats['std']:.1f}"
 
 
-def report(name: str, group: Dict, rows: List[Dict], command_line: str) -> Dict[str, str]:
+def report(name: str, group: Dict, rows: List[Dict], command_line: str,
+           notes: Optional[Dict[str, str]] = None) -> Dict[str, str]:
+    """``notes``: label -> the runs of that row made with other settings than the command line says (``made_with``):
+    the row is marked † and they are listed under the table (and in the CSV's made_with column)."""
+    notes = notes or {}
     by_label = {r["method"]: r for r in rows}
     score = group.get("score", "accuracy")
     shown = "acc" if score == "accuracy" else score  # the CSV's and the table's name for the headline
@@ -251,7 +411,7 @@ def report(name: str, group: Dict, rows: List[Dict], command_line: str) -> Dict[
     csv_buf = io.StringIO()
     writer = csv.writer(csv_buf)
     writer.writerow(["method", "prompt_params", f"test_{shown}_mean", f"test_{shown}_std"] +
-                    [f"{k}_mean" for k in extra] + [f"dev_{shown}_mean", "delta_vs_base", "paper", "n"])
+                    [f"{k}_mean" for k in extra] + [f"dev_{shown}_mean", "delta_vs_base", "paper", "n", "made_with"])
     for r in rows:
         delta, target = "", ""
         base = by_label.get(r["base"]) if r["base"] else None
@@ -268,7 +428,8 @@ def report(name: str, group: Dict, rows: List[Dict], command_line: str) -> Dict[
         if r["plm_params"]:
             params += f" (+ PLM {r['plm_params']:,})"
         paper = f"{r['paper']:.1f}" if r["paper"] is not None else "–"
-        cells = [r["method"], params, pct(r.get("test_score"))] + [pct(r.get(k)) for k in extra] + \
+        marked = r["method"] + (" †" if r["method"] in notes else "")
+        cells = [marked, params, pct(r.get("test_score"))] + [pct(r.get(k)) for k in extra] + \
                 [pct(r["dev_score"]), delta, target, paper, str(r["n"]),
                  " ".join(f"{v:.1f}" for v in r["test_per_seed"]),
                  f"{r['final_train_loss']:.3f}" if r.get("final_train_loss") is not None else "–",
@@ -277,7 +438,10 @@ def report(name: str, group: Dict, rows: List[Dict], command_line: str) -> Dict[
         head_stats = r.get("test_score") or {}
         writer.writerow([r["method"], r["prompt_params"], head_stats.get("mean"), head_stats.get("std")] +
                         [(r.get(k) or {}).get("mean") for k in extra] +
-                        [r["dev_score"].get("mean"), delta, r["paper"], r["n"]])
+                        [r["dev_score"].get("mean"), delta, r["paper"], r["n"], notes.get(r["method"], "")])
+    if notes:
+        lines += ["", "† made with other settings than the command line above (the runs' config.json; "
+                  "recorded → this group's today): " + "; ".join(notes.values()) + "."]
     return {f"{name}.md": "\n".join(lines) + "\n", f"{name}.csv": csv_buf.getvalue()}
 
 
@@ -317,8 +481,13 @@ def summary_cli(doc: str, default_out: str, header: str, build, groups: List[str
     bytes``, when given, goes beside the table (same name, ``.png``)."""
     p = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--results", default=os.path.join(ROOT, "results", "accuracy"), help="the groups' run folders")
-    p.add_argument("--out", default=os.path.join(ROOT, "docs", "results", default_out))
+    p.add_argument("--out", default=None, help=f"the table (default: docs/results/{default_out} with the default "
+                   "--results, else in the --results folder, so a trial never replaces a committed table)")
     args = p.parse_args(argv)
+    if args.out is None:
+        repo = os.path.abspath(args.results) == os.path.join(ROOT, "results", "accuracy")
+        args.out = os.path.join(ROOT, "docs", "results", default_out) if repo else \
+            os.path.join(args.results, default_out)
     # a mistyped --results would otherwise overwrite the finished table with empty cells
     if not any(os.path.isdir(os.path.join(args.results, g)) for g in groups):
         raise SystemExit(f"error: --results {args.results}: none of {', '.join(groups)} is a folder there; "
@@ -340,7 +509,9 @@ def main(argv=None) -> int:
     p.add_argument("--workers", type=int, default=2, help="runs in parallel (one process each)")
     p.add_argument("--threads", type=int, default=1, help="torch threads per run")
     p.add_argument("--out", default=None, help="run folder (default results/accuracy/<group>)")
-    p.add_argument("--docs", default=os.path.join(ROOT, "docs", "results"), help="where the table goes")
+    p.add_argument("--docs", default=None,
+                   help="where the table goes (default: docs/results with the default --out, else the --out folder, "
+                        "so a trial run never replaces a committed table)")
     p.add_argument("--set", dest="extra", action="append", default=[], help="override for every run")
     p.add_argument("--report-only", action="store_true", help="only rebuild the table from finished runs")
     p.add_argument("--keep-weights", action="store_true", help="keep best.safetensors / checkpoints")
@@ -372,8 +543,23 @@ def main(argv=None) -> int:
         if unknown:
             p.error(f"--methods: {unknown} not among group {args.group}'s methods {labels}")
         run_methods = [m for m in group["methods"] if m["label"] in wanted]
-    out = args.out or os.path.join(ROOT, "results", "accuracy", args.group)
+    default_out = os.path.join(ROOT, "results", "accuracy", args.group)
+    out = args.out or default_out
+    docs = args.docs or (os.path.join(ROOT, "docs", "results") if os.path.abspath(out) == default_out else out)
     failures = []
+    # --overwrite redoes the group's own runs: only a from_group row's finished runs would be taken as they are
+    kept = [m for m in run_methods if not (args.overwrite and not m.get("from_group"))]
+    now = dict(group, seeds=run_seeds, methods=kept)
+    found = settings_differences(now, out, args.extra)  # the finished runs this command would take as its own
+    if found:
+        were = "runs were" if len(found) > 1 else "run was"
+        line = (f"group {args.group}: {len(found)} finished {were} made with other settings than this command's "
+                f"(recorded → now): {describe(found)}")
+        if not args.report_only:
+            print(f"error: {line}; rerun with the --set they were made with, or --overwrite to redo them (a from_group "
+                  "row's runs: in their own group)", file=sys.stderr)
+            return 2
+        print(f"note: {line}; the table states the settings they were made with", flush=True)
     if not args.report_only:
         check_peer_libraries(group, out)
         if args.overwrite:
@@ -393,11 +579,15 @@ def main(argv=None) -> int:
     if not any(r["n"] for r in rows):
         print(f"error: no finished runs under {out}", file=sys.stderr)
         return 2
+    shared, notes = made_with(group, out)  # the settings of the runs themselves, not this command line's
     cmd = f"python benchmarks/accuracy.py --group {args.group} --workers {args.workers}" + \
-          "".join(f" --set {e}" for e in args.extra)
-    for fname, text in report(args.group, group, rows, cmd).items():
-        write_text_atomic(os.path.join(args.docs, fname), text)
-    print(report(args.group, group, rows, cmd)[f"{args.group}.md"])
+          "".join(f" --set {shlex.quote(e)}" for e in shared)
+    tables = report(args.group, group, rows, cmd, notes)
+    for fname, text in tables.items():
+        write_text_atomic(os.path.join(docs, fname), text)
+    print(tables[f"{args.group}.md"])
+    if docs != os.path.join(ROOT, "docs", "results"):
+        print(f"wrote {os.path.join(docs, args.group + '.md')} (and .csv)", flush=True)
     for f in failures:
         print(f"FAILED {f}", file=sys.stderr)
     return 1 if failures else 0

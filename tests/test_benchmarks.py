@@ -581,3 +581,108 @@ def test_accuracy_seeds_that_are_not_integers_are_a_usage_line(tmp_path, capsys)
     with pytest.raises(SystemExit):
         bench.main(["--group", "cb_pt_family", "--seeds", "1,99", "--out", str(tmp_path)])
     assert "--seeds 1,99: [99] not among group cb_pt_family's seeds" in capsys.readouterr().err
+
+
+def _recorded_run(bench, out, method, seed, acc, extra=(), **changes):
+    """A finished run whose config.json is what ``--set extra`` built, then ``changes`` ('train.device': 'cuda')."""
+    from openprompt_ipt.runner.config import load_config
+
+    _fake_run(out, bench, method, seed, acc)
+    cfg = json.loads(json.dumps(load_config(os.path.join(bench.ROOT, method["yaml"]), list(extra)), default=str))
+    cfg["seed"] = seed
+    for key, value in changes.items():
+        *sections, leaf = key.split(".")
+        node = cfg
+        for s in sections:
+            node = node.setdefault(s, {})
+        node[leaf] = value
+    d = bench.run_dir(str(out), method, seed)
+    with open(os.path.join(d, "config.json"), "w") as f:
+        json.dump(cfg, f)
+    metrics = json.load(open(os.path.join(d, "metrics.json")))
+    metrics["backbone_shape"] = {"hidden_size": 384, "vocab_size": 30522}  # what the runner records (MiniLM)
+    json.dump(metrics, open(os.path.join(d, "metrics.json"), "w"))
+
+
+def test_accuracy_never_takes_runs_made_with_other_settings_as_this_commands(tmp_path, monkeypatch, capsys):
+    """A smoke run (--set train.epochs=1) then the study without it: the 1-epoch runs were skipped as finished and
+    reported as the study, under the second command's header. Now the study is refused (exit 2, one line naming
+    the runs and keys, nothing started); the table's header states what the runs were made with; a row mixing
+    settings is marked. A GPU run, a local copy of the backbone (also one since removed), a key only the recorded
+    config has (renamed since) are the same settings."""
+    bench = _load("accuracy")
+    m = {"label": "PT", "yaml": "yamls/cb_prompt_tuning.yaml", "set": []}
+    group = {"title": "T", "task": "cb", "seeds": [1, 2], "paper_source": "P", "methods": [m]}
+    monkeypatch.setattr(bench, "load_group", lambda name: group)
+    started = []
+    monkeypatch.setattr(bench, "run_job", lambda cmd, log, threads: started.append(cmd) or 0)
+    out, docs = tmp_path / "g", tmp_path / "docs"
+    args = ["--group", "g", "--out", str(out), "--docs", str(docs)]
+    for seed in (1, 2):
+        _recorded_run(bench, out, m, seed, 0.5, ["train.epochs=1"])
+    assert bench.main(args) == 2
+    err = capsys.readouterr().err
+    assert "error: group g: 2 finished runs were made with other settings than this command's" in err
+    assert "PT seeds 1, 2 (train.epochs 1 → 8)" in err and "--overwrite" in err
+    assert started == [] and not docs.exists()
+    # the same --set: theirs; the header says how they were made, also when regenerated without it
+    assert bench.main(args + ["--set", "train.epochs=1"]) == 0 and started == []
+    for extra in ([], ["--set", "train.epochs=1"]):
+        assert bench.main(args + ["--report-only"] + extra) == 0
+        md = (docs / "g.md").read_text()
+        assert "--group g --workers 2 --set train.epochs=1`" in md and "†" not in md
+    assert "note: group g: 2 finished runs were made with other settings" in capsys.readouterr().out
+    # one seed redone as the group defines it: the row mixes settings, and says which seed was made how
+    import shutil
+
+    shutil.rmtree(bench.run_dir(str(out), m, 1))
+    _recorded_run(bench, out, m, 1, 0.5)
+    assert bench.main(args + ["--report-only"]) == 0
+    md = (docs / "g.md").read_text()
+    assert "--group g --workers 2`" in md and "| PT † |" in md
+    assert "PT seed 2 (train.epochs 1 → 8)" in md.splitlines()[-1]
+    assert "PT seed 2 (train.epochs 1 → 8)" in (docs / "g.csv").read_text()
+    # how and where it ran is no difference: a GPU, a local copy of the backbone (or one since removed), a key
+    # the recorded config has and this release has not (renamed), a key added since that holds its default
+    copy = tmp_path / "minilm_copy"
+    copy.mkdir()
+    from openprompt_ipt import backbone_path
+    shutil.copy(os.path.join(backbone_path("minilm"), "config.json"), copy / "config.json")
+    for seed, path in ((1, str(copy)), (2, "/gone/minilm16")):
+        shutil.rmtree(bench.run_dir(str(out), m, seed))
+        _recorded_run(bench, out, m, seed, 0.5, **{"train.device": "cuda", "plm.model_path": path,
+                                                    "instance_wise.old_name": True})
+    assert bench.main(args) == 0 and started == []
+    md = (docs / "g.md").read_text()
+    assert "--group g --workers 2`" in md and "†" not in md
+    # ... but another backbone is
+    shutil.rmtree(bench.run_dir(str(out), m, 2))
+    _recorded_run(bench, out, m, 2, 0.5, **{"plm.model_path": "bert-base-uncased"})
+    assert bench.main(args) == 2
+    assert "PT seed 2 (plm.model_path bert-base-uncased → minilm)" in capsys.readouterr().err
+
+
+def test_accuracy_trial_run_elsewhere_never_replaces_the_committed_table(tmp_path, monkeypatch, capsys):
+    """`--out /tmp/try` wrote docs/results/<group>.md of the repo (--docs defaulted to it whatever --out was):
+    a trial replaced the committed table. Now the table goes to the --out folder; with the default --out (or an
+    explicit --docs) to where it did."""
+    bench = _load("accuracy")
+    m = {"label": "PT", "yaml": "yamls/cb_prompt_tuning.yaml", "set": []}
+    group = {"title": "T", "task": "cb", "seeds": [1], "paper_source": "P", "methods": [m]}
+    monkeypatch.setattr(bench, "load_group", lambda name: group)
+    repo = tmp_path / "repo"  # stands for the clone: its docs/results holds the committed table
+    monkeypatch.setattr(bench, "ROOT", str(repo))
+    committed = repo / "docs" / "results" / "g.md"
+    committed.parent.mkdir(parents=True)
+    committed.write_text("the committed table\n")
+    trial = tmp_path / "try"
+    _fake_run(trial, bench, m, 1, 0.5)
+    assert bench.main(["--group", "g", "--out", str(trial), "--report-only"]) == 0
+    assert committed.read_text() == "the committed table\n"
+    assert "| PT |" in (trial / "g.md").read_text() and (trial / "g.csv").exists()
+    assert f"wrote {trial / 'g.md'}" in capsys.readouterr().out
+    _fake_run(repo / "results" / "accuracy" / "g", bench, m, 1, 0.7)  # the study's own folder: its table is the repo's
+    assert bench.main(["--group", "g", "--report-only"]) == 0
+    assert "| PT |" in committed.read_text() and "70.0" in committed.read_text()
+    assert bench.main(["--group", "g", "--out", str(trial), "--report-only", "--docs", str(tmp_path / "d")]) == 0
+    assert (tmp_path / "d" / "g.md").exists()

@@ -123,7 +123,7 @@ def test_accuracy_seeds_option_runs_only_those_seeds(tmp_path, monkeypatch):
     assert len(started) == 1
 
 
-def test_generalise_summary_judges_each_row_against_its_base_by_the_issues_bar(tmp_path):
+def test_generalise_summary_judges_each_row_against_its_base_by_the_issues_bar(tmp_path, monkeypatch):
     """benchmarks/generalise_summary.py on fake finished runs with hand-computed means and stds: the bar is
     "no worse than the base by more than the larger std", one seed gets no verdict, and the fix table reads
     the reference runs its from_group rows point at."""
@@ -174,6 +174,16 @@ def test_generalise_summary_judges_each_row_against_its_base_by_the_issues_bar(t
     out = tmp_path / "docs" / "table.md"
     assert summary.main(["--results", str(tmp_path), "--out", str(out)]) == 0
     assert out.read_text().startswith("Issue #33") and (tmp_path / "docs" / "table.png").read_bytes()[:4] == b"\x89PNG"
+    # no --out and runs elsewhere (a trial): the table goes beside them; the repo's committed one is untouched (it
+    # was replaced: --out defaulted to docs/results whatever --results was)
+    repo = tmp_path / "repo"
+    monkeypatch.setattr(bench, "ROOT", str(repo))
+    committed = repo / "docs" / "results" / "generalise_table.md"
+    committed.parent.mkdir(parents=True)
+    committed.write_text("committed\n")
+    assert summary.main(["--results", str(tmp_path)]) == 0
+    assert committed.read_text() == "committed\n" and not (committed.parent / "generalise_table.png").exists()
+    assert (tmp_path / "generalise_table.md").read_text().startswith("Issue #33")
 
 
 def test_generalise_summary_refuses_a_results_folder_without_the_groups_and_keeps_the_table(tmp_path):
