@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import argparse
 import csv
+import functools
+import hashlib
 import io
 import json
 import os
@@ -201,26 +203,43 @@ def _folder(path) -> Optional[str]:
     return os.path.realpath(full) if os.path.isdir(full) else None
 
 
-def _backbone_shape(path, metrics: Optional[Dict] = None) -> Optional[Dict]:
-    """The checkpoint's shape from its config.json, or (a folder since removed) the shape the run recorded."""
-    folder = _folder(path)
-    if folder and os.path.isfile(os.path.join(folder, "config.json")):
-        with open(os.path.join(folder, "config.json")) as f:
-            cfg = json.load(f)
-        return {k: cfg[k] for k in BACKBONE_SHAPE if k in cfg}
-    if isinstance(path, str) and os.path.isabs(path):  # a local folder since removed (a hub name: by name only)
-        return dict((metrics or {}).get("backbone_shape") or {}) or None
+def _backbone_shape(folder: str) -> Optional[Dict]:
+    """The checkpoint's shape from its config.json."""
+    if not os.path.isfile(os.path.join(folder, "config.json")):
+        return None
+    with open(os.path.join(folder, "config.json")) as f:
+        cfg = json.load(f)
+    return {k: cfg[k] for k in BACKBONE_SHAPE if k in cfg}
+
+
+@functools.lru_cache(maxsize=None)
+def _weights_digest(folder: str) -> Optional[str]:
+    """sha256 of a local checkpoint's weights file: a copy of the same model matches, weights rounded to fp16
+    (benchmarks/prepare_device_carry.sh --local) do not, though their shape does."""
+    for name in ("model.safetensors", "pytorch_model.bin"):
+        path = os.path.join(folder, name)
+        if os.path.isfile(path):
+            digest = hashlib.sha256()
+            with open(path, "rb") as f:
+                for block in iter(lambda: f.read(1 << 20), b""):
+                    digest.update(block)
+            return digest.hexdigest()
     return None
 
 
-def same_backbone(recorded, now, metrics: Optional[Dict] = None) -> bool:
-    a, b = _backbone_shape(recorded, metrics), _backbone_shape(now)
-    if not a or not b or not {"hidden_size", "vocab_size"} <= set(a) & set(b):
-        return False  # a hub name: only the same name is the same model
-    return all(a[k] == b[k] for k in set(a) & set(b))
+def same_backbone(recorded, now) -> bool:
+    """Two local folders holding the same checkpoint: its shape and its weights file's bytes. A folder since
+    removed (or a hub name) cannot be checked, so only the same name is the same backbone: the table then
+    states the path the runs were made with, whichever machine rebuilds it."""
+    old, new = _folder(recorded), _folder(now)
+    if not (old and new):
+        return False
+    shape, digest = _backbone_shape(old), _weights_digest(old)
+    return shape is not None and digest is not None and shape == _backbone_shape(new) and \
+        digest == _weights_digest(new)
 
 
-def result_differences(saved: Dict, now: Dict, metrics: Optional[Dict] = None) -> Dict[str, tuple]:
+def result_differences(saved: Dict, now: Dict) -> Dict[str, tuple]:
     """{key: (recorded, now)} for the keys that change results. Not compared: ``NOT_RESULT_KEYS``; keys only the
     recorded config has (renamed or dropped since, a peer runner's own ``peer.*``) and section keys only this
     one has; the value a sweep kept; the same folder or backbone named another way; the same stage-1 run
@@ -241,7 +260,7 @@ def result_differences(saved: Dict, now: Dict, metrics: Optional[Dict] = None) -
             continue
         if k in ("plm.model_path", "dataset.path") and _folder(old) and _folder(old) == _folder(new):
             continue
-        if k == "plm.model_path" and same_backbone(old, new, metrics):
+        if k == "plm.model_path" and same_backbone(old, new):
             continue
         if k == "init_from" and isinstance(old, str) and isinstance(new, str) and \
                 old.split(os.sep)[-4:] == new.split(os.sep)[-4:]:  # <group>/<label>/<yaml>/seed<k>
@@ -261,15 +280,13 @@ def settings_differences(group: Dict, out: str, extra: List[str]) -> Dict[tuple,
                 continue
             with open(os.path.join(d, "config.json")) as f:
                 saved = json.load(f)
-            with open(os.path.join(d, "metrics.json")) as f:
-                metrics = json.load(f)
             try:
                 now = run_config(m, s, out, extra)
             except (KeyError, ValueError, FileNotFoundError) as e:
                 why = e.args[0] if isinstance(e, KeyError) and e.args else e
                 raise SystemExit(f"error: {m['label']}: {m['yaml']} with --set "
                                  f"{' '.join(overrides(m, s, out, extra))}: {why}") from None
-            diff = result_differences(saved, metrics=metrics, now=now)
+            diff = result_differences(saved, now=now)
             if diff:
                 found[(m["label"], s)] = diff
     return found

@@ -642,13 +642,14 @@ def test_accuracy_never_takes_runs_made_with_other_settings_as_this_commands(tmp
     assert "--group g --workers 2`" in md and "| PT † |" in md
     assert "PT seed 2 (train.epochs 1 → 8)" in md.splitlines()[-1]
     assert "PT seed 2 (train.epochs 1 → 8)" in (docs / "g.csv").read_text()
-    # how and where it ran is no difference: a GPU, a local copy of the backbone (or one since removed), a key
+    # how and where it ran is no difference: a GPU, a local copy of the backbone (same weights), a key
     # the recorded config has and this release has not (renamed), a key added since that holds its default
     copy = tmp_path / "minilm_copy"
     copy.mkdir()
     from openprompt_ipt import backbone_path
     shutil.copy(os.path.join(backbone_path("minilm"), "config.json"), copy / "config.json")
-    for seed, path in ((1, str(copy)), (2, "/gone/minilm16")):
+    os.symlink(os.path.join(backbone_path("minilm"), "model.safetensors"), copy / "model.safetensors")
+    for seed, path in ((1, str(copy)), (2, "minilm")):
         shutil.rmtree(bench.run_dir(str(out), m, seed))
         _recorded_run(bench, out, m, seed, 0.5, **{"train.device": "cuda", "plm.model_path": path,
                                                     "instance_wise.old_name": True})
@@ -660,6 +661,11 @@ def test_accuracy_never_takes_runs_made_with_other_settings_as_this_commands(tmp
     _recorded_run(bench, out, m, 2, 0.5, **{"plm.model_path": "bert-base-uncased"})
     assert bench.main(args) == 2
     assert "PT seed 2 (plm.model_path bert-base-uncased → minilm)" in capsys.readouterr().err
+    # ... and so is a local folder since removed (fp16-rounded weights, say): it cannot be checked
+    shutil.rmtree(bench.run_dir(str(out), m, 2))
+    _recorded_run(bench, out, m, 2, 0.5, **{"plm.model_path": "/gone/minilm16"})
+    assert bench.main(args) == 2
+    assert "PT seed 2 (plm.model_path /gone/minilm16 → minilm)" in capsys.readouterr().err
 
 
 def test_accuracy_trial_run_elsewhere_never_replaces_the_committed_table(tmp_path, monkeypatch, capsys):
@@ -686,3 +692,22 @@ def test_accuracy_trial_run_elsewhere_never_replaces_the_committed_table(tmp_pat
     assert "| PT |" in committed.read_text() and "70.0" in committed.read_text()
     assert bench.main(["--group", "g", "--out", str(trial), "--report-only", "--docs", str(tmp_path / "d")]) == 0
     assert (tmp_path / "d" / "g.md").exists()
+
+
+def test_accuracy_tells_a_local_backbone_with_other_weights_apart(tmp_path):
+    """A local copy of the backbone is the same backbone; the fp16-rounded copy the GPU studies use
+    (prepare_device_carry.sh --local) has the same shape but other weights: it was taken as the same, and a
+    table made on it dropped the --set that says so."""
+    bench = _load("accuracy")
+    shape = {"model_type": "bert", "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2,
+             "intermediate_size": 16, "vocab_size": 30}
+    folders = {}
+    for name, weights in (("a", b"one"), ("copy", b"one"), ("rounded", b"two")):
+        folders[name] = tmp_path / name
+        folders[name].mkdir()
+        (folders[name] / "config.json").write_text(json.dumps(shape))
+        (folders[name] / "model.safetensors").write_bytes(weights)
+    assert bench.same_backbone(str(folders["a"]), str(folders["copy"]))
+    assert not bench.same_backbone(str(folders["a"]), str(folders["rounded"]))
+    assert bench.result_differences({"plm": {"model_path": str(folders["rounded"])}},
+                                    {"plm": {"model_path": str(folders["a"])}})

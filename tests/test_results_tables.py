@@ -27,16 +27,17 @@ def documented_groups():
 
 
 def table_rows(text):
-    """The rows of a group table, without its header line (that names the command, whose --workers / --set
-    a --report-only rebuild cannot know)."""
-    return [line for line in text.splitlines() if line.startswith("| ")]
+    """The rows of a group table and the note on rows made otherwise, without its header line (that names the
+    command, whose --workers a --report-only rebuild cannot know)."""
+    return [line for line in text.splitlines() if line.startswith(("| ", "† "))]
 
 
 def stale_tables(groups, docs=DOCS, runs=RUNS):
     accuracy, stale = _accuracy(), []
     for name in groups:
         group = accuracy.load_group(name)
-        built = accuracy.report(name, group, accuracy.collect(group, os.path.join(runs, name)), "")
+        _, notes = accuracy.made_with(group, os.path.join(runs, name))  # rows made otherwise: marked, as the CLI does
+        built = accuracy.report(name, group, accuracy.collect(group, os.path.join(runs, name)), "", notes)
         with open(os.path.join(docs, f"{name}.md"), encoding="utf-8") as f:
             md_stale = table_rows(f.read()) != table_rows(built[f"{name}.md"])
         with open(os.path.join(docs, f"{name}.csv"), encoding="utf-8", newline="") as f:
