@@ -76,3 +76,30 @@ def test_curves_of_a_sweeps_seed_directory_are_its_selected_points(tmp_path, cap
     assert _script().main([str(seed), "--out", str(tmp_path / "c")]) == 0
     md = (tmp_path / "c.md").read_text()
     assert "| Prompt Tuning, seed 1 | train loss | 0.400 |" in md
+
+
+def test_the_dev_score_of_a_regression_run_is_its_selection_metric_not_the_mse(tmp_path):
+    """STS-B runs log dev/mse beside pearson / spearman: the third row showed `dev mse` ×100 (the dev loss
+    again, as a percent) instead of the score the run selected by."""
+    import json
+
+    from openprompt_ipt.analysis.curves import dev_metric
+
+    log = ("step,epoch,name,value\n3,1,train/epoch_loss,0.5\n3,1,dev/pearson,0.4\n3,1,dev/spearman,0.2\n"
+           "3,1,dev/pearson_spearman,0.3\n3,1,dev/mse,0.25\n3,1,dev/loss,0.25\n")
+    for name, metric in (("a", "pearson_spearman"), ("b", "pearson_spearman"), ("c", "pearson")):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "log.csv").write_text(log)
+        (tmp_path / name / "config.json").write_text(json.dumps({"train": {"metric": metric}}))
+    curves = {"x": epoch_curve(str(tmp_path / "a"))}
+    assert dev_metric(curves) == "pearson_spearman"
+    assert "| x | train loss |" in curves_table(curves) and "| dev pearson_spearman | 30.0 |" in curves_table(curves)
+    assert "| dev mse | 0.250 |" in curves_table(curves, "mse")  # an error is shown as logged, not ×100
+    assert dev_metric({"x": {1: {"dev_mse": 0.2, "dev_zeta": 0.5}}}) == "zeta"
+
+    script = _script()
+    assert script.main([str(tmp_path / "a"), str(tmp_path / "b"), "--labels", "a", "b", "--out", str(tmp_path / "o")]) == 0
+    assert "| dev pearson_spearman | 30.0 |" in (tmp_path / "o.md").read_text()
+    assert script.main([str(tmp_path / "c"), "--labels", "c", "--out", str(tmp_path / "p")]) == 0
+    assert "| dev pearson | 40.0 |" in (tmp_path / "p.md").read_text()  # the run's own train.metric
+    assert "mse" not in (tmp_path / "o.md").read_text() + (tmp_path / "p.md").read_text()
