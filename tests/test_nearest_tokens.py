@@ -217,7 +217,8 @@ def test_cli_markdown_json_and_errors(runs, tmp_path, capsys):
     fails(["--run", str(tmp_path / "nope"), "--input", str(rows)], "run directory")
     unknown = tmp_path / "unknown.jsonl"
     unknown.write_text(json.dumps({"premise": "a cat", "hypothesis": "a dog", "colour": "red"}) + "\n")
-    assert cli.main(["--run", runs["random"], "--input", str(unknown), "--output", str(out_md)]) == 0  # extra fields: unread (#43)
+    assert cli.main(["--run", runs["random"], "--input", str(unknown), "--output", str(out_md),
+                     "--overwrite"]) == 0  # extra fields: unread (#43)
     typo = tmp_path / "typo.jsonl"
     typo.write_text(json.dumps({"premise": "a cat", "hypothesys": "a dog"}) + "\n")
     capsys.readouterr()
@@ -226,6 +227,55 @@ def test_cli_markdown_json_and_errors(runs, tmp_path, capsys):
     assert err[0] == (f"error: {typo} line 1 has no column 'hypothesis' (text_b) (its field 'hypothesys': did you mean "
                       "'hypothesis'?): not scored") and len(err) == 2
     fails(["--run", runs["random"], "--input", str(rows)], "must end in .md or .json", output="out.txt")
+
+
+def test_an_existing_output_and_the_input_file_are_never_replaced(runs, tmp_path, capsys):
+    """`--input rows.json --output rows.json` replaced the rows by the report, and any existing --output
+    (a finished report) was replaced without a word; predict's rule now holds: --overwrite, never the input."""
+    cli = load_script("nearest_tokens")
+    rows = tmp_path / "rows.json"  # JSONL rows in a .json file: a valid --input and a valid --output name
+    text = "".join(json.dumps(r) + "\n" for r in ROWS)
+    rows.write_text(text)
+    for extra in ([], ["--overwrite"]):
+        assert cli.main(["--run", runs["random"], "--input", str(rows), "--output", str(rows)] + extra) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert err == [f"error: --output '{rows}' is the --input file: the report would replace its rows; "
+                       "give another --output file"], err
+        assert rows.read_text() == text
+    report = tmp_path / "report.md"
+    report.write_text("my finished report\n")
+    assert cli.main(["--run", runs["random"], "--input", str(rows), "--output", str(report)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "already exists: --overwrite replaces it" in err[0]
+    assert report.read_text() == "my finished report\n"
+    assert cli.main(["--run", runs["random"], "--input", str(rows), "--output", str(report), "--overwrite"]) == 0
+    assert report.read_text().startswith("# Nearest vocabulary tokens")
+
+
+def test_idx_selection_edge_cases_are_one_line_or_every_matching_row(runs, tmp_path, capsys):
+    """--idx on rows where some lack idx was a TypeError traceback, `--idx x` an `invalid literal` line with a
+    quote cut off, rows without idx said `idx values None..None`, and two rows with one idx kept only the last."""
+    cli = load_script("nearest_tokens")
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text("".join(json.dumps(r) + "\n" for r in [ROWS[0], dict(ROWS[1], idx=2), dict(ROWS[0], idx="7"),
+                                                            dict(ROWS[1], premise="another one", idx=2)]))
+
+    def one_line(args, message):
+        assert cli.main(["--run", runs["random"], "--input", str(rows)] + args) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("error: ") and message in err[0], err
+
+    one_line(["--idx", "5"], "--idx [5] not found in")
+    one_line(["--idx", "5"], "idx values 2..7")
+    one_line(["--idx", "x"], "--idx 'x' must be comma-separated integers")
+    plain = tmp_path / "plain.jsonl"
+    plain.write_text(json.dumps(ROWS[0]) + "\n")
+    assert cli.main(["--run", runs["random"], "--input", str(plain), "--idx", "1"]) == 2
+    assert "have no 'idx' field" in capsys.readouterr().err
+    out = tmp_path / "o.json"
+    assert cli.main(["--run", runs["random"], "--input", str(rows), "--idx", "7,2", "--output", str(out)]) == 0
+    assert [e["text_a"] for e in json.loads(out.read_text())["examples"]] == \
+        [ROWS[0]["premise"], ROWS[1]["premise"], "another one"]  # "7" matches 7; both rows of idx 2, in file order
 
 
 def test_kv_injection_is_refused_by_the_library(runs):
