@@ -39,7 +39,10 @@ def main(argv=None) -> int:
     p.add_argument("--title", default="", help="figure title")
     p.add_argument("--out", required=True, help="output stem: writes <out>.md and <out>.png")
     args = p.parse_args(argv)
+    from openprompt_ipt.runner.plotting import check_stem, write_table_and_plot
+
     try:
+        check_stem(args.out)
         if args.labels is not None and len(args.labels) != len(args.runs):
             raise ValueError(f"{len(args.labels)} labels for {len(args.runs)} runs: give one label per run")
         labels = args.labels or [default_label(r) for r in args.runs]
@@ -53,8 +56,6 @@ def main(argv=None) -> int:
     except (FileNotFoundError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    from openprompt_ipt.runner.plotting import write_table_and_plot
-
     write_table_and_plot(args.out, md, png)
     return 0
 

@@ -103,3 +103,30 @@ def test_the_dev_score_of_a_regression_run_is_its_selection_metric_not_the_mse(t
     assert script.main([str(tmp_path / "c"), "--labels", "c", "--out", str(tmp_path / "p")]) == 0
     assert "| dev pearson | 40.0 |" in (tmp_path / "p.md").read_text()  # the run's own train.metric
     assert "mse" not in (tmp_path / "o.md").read_text() + (tmp_path / "p.md").read_text()
+
+
+def test_an_out_stem_that_is_a_folder_or_under_a_file_is_one_line_before_any_work(tmp_path, capsys):
+    """`--out docs/curves/` wrote the hidden files docs/curves/.md and .png; `--out notes.txt/x` (a file among
+    the folders) was a FileExistsError traceback after the work. Both scripts now refuse first, in one line."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("sts_cosine", os.path.join(ROOT, "experiments", "sts_cosine.py"))
+    sts = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sts)
+    (tmp_path / "log").mkdir()
+    (tmp_path / "log" / "log.csv").write_text("step,epoch,name,value\n2,1,train/epoch_loss,0.5\n2,1,dev/accuracy,0.5\n")
+    (tmp_path / "notes.txt").write_text("mine\n")
+    folder = tmp_path / "figs"
+    folder.mkdir()
+    for out, message in ((str(folder) + os.sep, "is a folder: give an output stem"), (str(folder), "is a folder"),
+                         (str(tmp_path / "notes.txt" / "x"), "is a file, not a folder")):
+        assert _script().main([str(tmp_path / "log"), "--out", out]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("error: --out") and message in err[0], err
+        # sts_cosine refuses before it loads the run (here: none there)
+        assert sts.main(["--run", str(tmp_path / "no-run"), "--out", out]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and message in err[0], err
+    assert sts.main(["--run", str(tmp_path / "no-run"), "--max-pairs", "-3", "--out", str(folder / "s")]) == 2
+    assert "--max-pairs -3 must be at least 1" in capsys.readouterr().err
+    assert os.listdir(folder) == [] and (tmp_path / "notes.txt").read_text() == "mine\n"
