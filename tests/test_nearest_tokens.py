@@ -278,6 +278,38 @@ def test_idx_selection_edge_cases_are_one_line_or_every_matching_row(runs, tmp_p
         [ROWS[0]["premise"], ROWS[1]["premise"], "another one"]  # "7" matches 7; both rows of idx 2, in file order
 
 
+def test_a_regression_run_reports_scores_and_gold_labels_under_the_tasks_own_keys(tiny_model_dir, tmp_path):  # noqa: F811
+    """An STS-B run with instance prompts (a supported config) crashed: `error: label` (predict returns a score,
+    no label); and a gold label under the task's own key (STS-B's score, MRPC's Quality) was never shown."""
+    from test_glue_regression import PAIR, write_config, write_tsv
+
+    from openprompt_ipt.analysis.nearest_tokens import _has_label
+    from openprompt_ipt.data import TASKS
+    from openprompt_ipt.runner.config import load_config
+    from openprompt_ipt.runner.experiment import run_experiment
+    from openprompt_ipt.runner.predict import load_run
+
+    words = ["the cat sat on the mat", "a dog ran fast", "she said the movie was great", "he was slow"]
+    header = ["index", "genre", "sentence1", "sentence2", "score"]
+    rows = [[i, "g", words[i % 4], words[(i * 3 + 1) % 4], f"{(i * 7) % 11 / 2.2:.2f}"] for i in range(12)]
+    folder = write_tsv(tmp_path / "STS-B" / "train.tsv", header, rows[:8])
+    write_tsv(tmp_path / "STS-B" / "dev.tsv", header, rows[8:])
+    cfg = load_config(write_config(tmp_path, {"name": "stsb", "path": folder, "dev_from_train": 0.25},
+                                   template_section={"text": PAIR, "strategy": "random", "prompt_length": 2},
+                                   model=tiny_model_dir, train={"epochs": 1, "batch_size": 4, "device": "cpu",
+                                                                "metric": "pearson_spearman"}))
+    run_experiment(cfg, output_dir=str(tmp_path / "run"), show_progress=False)
+    predictor = load_run(str(tmp_path / "run"))
+    query = [{"sentence1": "the cat sat", "sentence2": "a dog ran", "score": 3.2}, {"sentence1": "he was slow", "sentence2": "a dog"}]
+    report = nearest_tokens_for_run(predictor, query, top_k=2)
+    scores = [p["score"] for p in predictor.predict(query)]
+    assert [e["prediction"] for e in report["examples"]] == pytest.approx(scores, abs=1e-4)
+    assert [e["gold"] for e in report["examples"]] == [pytest.approx(3.2), None]
+    assert "gold **3.2**" in format_markdown(report)
+    mrpc = [{"#1 String": "a", "#2 String": "b", "Quality": 1}, {"#1 String": "a", "#2 String": "b"}]
+    assert [_has_label(TASKS["mrpc"], mrpc, e, mrpc) for e in (0, 1)] == [True, False]
+
+
 def test_kv_injection_is_refused_by_the_library(runs):
     from openprompt_ipt.runner.predict import load_run
 

@@ -163,8 +163,8 @@ def nearest_tokens_for_run(predictor, rows: Sequence[Dict], top_k: int = 5,
         inputs = [{"token": t, "id": i, "cosine": round(c, 4), "position": names[j]}
                   for (i, c, j), t in zip(near, predictor.tokenizer.convert_ids_to_tokens([n[0] for n in near]))]
         examples.append({"guid": ex.guid, "text_a": ex.text_a, "text_b": ex.text_b,
-                         "gold": predictor.labels[ex.label] if _has_label(rows, e, exs) else None,
-                         "prediction": pred["label"], "prompts": prompts, "nearest_input_tokens": inputs})
+                         "gold": _gold(predictor, ex) if _has_label(predictor.task, rows, e, exs) else None,
+                         "prediction": _predicted(pred), "prompts": prompts, "nearest_input_tokens": inputs})
     kept = embeddings[~exclude]
     return {"run": predictor.run_dir, "task": predictor.task.name, "prompts": source,
             "backbone": predictor.cfg["plm"]["model_path"], "top_k": int(top_k),
@@ -172,9 +172,25 @@ def nearest_tokens_for_run(predictor, rows: Sequence[Dict], top_k: int = 5,
             "skipped_tokens": int(exclude.sum()), "examples": examples}
 
 
-def _has_label(rows: Sequence[Dict], e: int, exs: Sequence) -> bool:
-    """Whether example ``e`` came from a row with a label (only then is its gold label shown)."""
-    return len(rows) == len(exs) and isinstance(rows[e], dict) and rows[e].get("label") is not None
+def _has_label(task, rows: Sequence[Dict], e: int, exs: Sequence) -> bool:
+    """Whether example ``e`` came from a row with a label or score under one of the task's label keys
+    (MRPC's ``Quality``, STS-B's ``score``, a custom ``columns`` mapping): only then is its gold shown."""
+    if len(rows) != len(exs) or not isinstance(rows[e], dict):
+        return False
+    keys = [c for r, c in getattr(task, "columns", ()) if r == "label"] or list(getattr(task, "label_field", ("label",)))
+    return any(rows[e].get(k) is not None for k in keys)
+
+
+def _gold(predictor, ex):
+    """A class name, or a regression run's score on the task's own scale (STS-B: 0-5)."""
+    if predictor.task.regression:
+        return round(float(predictor.task.unscale(ex.label)), 4)
+    return predictor.labels[ex.label]
+
+
+def _predicted(pred: Dict):
+    """``predict``'s label, or its score for a regression run (which has no label)."""
+    return pred["label"] if "label" in pred else round(float(pred["score"]), 4)
 
 
 def _cell(text: str) -> str:
