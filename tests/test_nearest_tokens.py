@@ -75,6 +75,19 @@ def test_unused_placeholder_tokens_are_excluded():
     assert excluded_token_mask(Tok(), 7).tolist() == [True, True, True, True, True, False, False]
 
 
+def test_byte_level_tokens_are_shown_decoded(bert, tmp_path):
+    """A RoBERTa run's tables showed byte-level spellings: `ĠcafÃ©` for ` café`, `æĹ¥` for 日."""
+    from conftest import _roberta
+
+    from openprompt_ipt.analysis.nearest_tokens import readable_tokens
+
+    _, roberta = _roberta(str(tmp_path))
+    assert readable_tokens(roberta, ["\u0120caf\u00c3\u00a9", "\u00e6\u0139\u00a5", "\u0120cat", "\u010a", "\u00c3", "<s>"]) == \
+        ["\u0120caf\u00e9", "\u65e5", "\u0120cat", "\u010a", "\u00c3", "<s>"]  # part of a character / whitespace: as is
+    _, wordpiece = bert
+    assert readable_tokens(wordpiece, ["##\u00e9", "caf\u00e9", "[CLS]"]) == ["##\u00e9", "caf\u00e9", "[CLS]"]
+
+
 # ---- tiny trained runs -------------------------------------------------------------------------
 def train(model_dir, tmp_path_factory, name, template, section, epochs=1):
     from openprompt_ipt.runner.config import DEFAULTS, merge_config

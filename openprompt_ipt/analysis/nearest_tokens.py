@@ -41,6 +41,30 @@ def excluded_token_mask(tokenizer, vocab_size: int) -> torch.Tensor:
     return mask
 
 
+def _byte_level(tokenizer) -> bool:
+    """GPT-2 / RoBERTa byte-level BPE: tokens spell bytes as characters (é is 'Ã©')."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    return hasattr(tokenizer, "byte_encoder") or "ByteLevel" in repr(getattr(backend, "pre_tokenizer", None))
+
+
+def readable_tokens(tokenizer, tokens: Sequence[str]) -> List[str]:
+    """Tokens as the tables show them. A byte-level token with non-ASCII bytes is decoded ('ĠcafÃ©' ->
+    'Ġcafé'; the leading-space marker is kept); one that is only part of a character stays as it is.
+    WordPiece / SentencePiece tokens are already readable and are returned unchanged."""
+    if not _byte_level(tokenizer):
+        return list(tokens)
+    out = []
+    for tok in tokens:
+        marker = "\u0120" if tok.startswith("\u0120") else ""
+        rest = tok[len(marker):]
+        if rest and any(ord(c) > 126 for c in rest):
+            text = tokenizer.convert_tokens_to_string([rest])
+            if text and text.isprintable() and "\ufffd" not in text and text == text.strip():
+                tok = marker + text
+        out.append(tok)
+    return out
+
+
 def cosine_top_k(vectors: torch.Tensor, embeddings: torch.Tensor, k: int,
                  exclude: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, torch.Tensor]:
     """Top-``k`` rows of ``embeddings`` (V, H) by cosine similarity to each of ``vectors`` (N, H).
@@ -149,7 +173,7 @@ def nearest_tokens_for_run(predictor, rows: Sequence[Dict], top_k: int = 5,
     scores, ids = scores.reshape(n, p, -1), ids.reshape(n, p, -1)
     norms = vectors.norm(dim=-1)
     predictions = predictor.predict(rows, batch_size)
-    tokens = predictor.tokenizer.convert_ids_to_tokens(ids.reshape(-1).tolist())
+    tokens = readable_tokens(predictor.tokenizer, predictor.tokenizer.convert_ids_to_tokens(ids.reshape(-1).tolist()))
     tokens = [tokens[i:i + top_k] for i in range(0, len(tokens), top_k)]
     examples = []
     for e, (ex, pred) in enumerate(zip(exs, predictions)):
@@ -160,8 +184,8 @@ def nearest_tokens_for_run(predictor, rows: Sequence[Dict], top_k: int = 5,
                             "tokens": [{"token": t, "id": int(i), "cosine": round(float(s), 4)}
                                        for t, i, s in zip(row, ids[e, j].tolist(), scores[e, j].tolist())]})
         near = nearest_input_tokens(vectors[e], embeddings, content[e], top_k)
-        inputs = [{"token": t, "id": i, "cosine": round(c, 4), "position": names[j]}
-                  for (i, c, j), t in zip(near, predictor.tokenizer.convert_ids_to_tokens([n[0] for n in near]))]
+        words = readable_tokens(predictor.tokenizer, predictor.tokenizer.convert_ids_to_tokens([n[0] for n in near]))
+        inputs = [{"token": t, "id": i, "cosine": round(c, 4), "position": names[j]} for (i, c, j), t in zip(near, words)]
         examples.append({"guid": ex.guid, "text_a": ex.text_a, "text_b": ex.text_b,
                          "gold": _gold(predictor, ex) if _has_label(predictor.task, rows, e, exs) else None,
                          "prediction": _predicted(pred), "prompts": prompts, "nearest_input_tokens": inputs})
