@@ -4,7 +4,8 @@
 
 RUN_DIR is one seed's run directory (the folder with ``log.csv``; it may still be training; a sweep's
 seed directory: the point it selected). Each run is
-labelled by its method and seed from ``metrics.json`` once finished, by its folder otherwise. Writes
+labelled by its method and seed from ``metrics.json`` once finished, by its folder otherwise. The dev score
+shown is the one the runs selected their best epoch by (``train.metric``), when they share it. Writes
 ``<out>.md`` and ``<out>.png``; on any error nothing is written.
 """
 from __future__ import annotations
@@ -18,7 +19,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 from openprompt_ipt.runner.aggregate import method_label  # noqa: E402
 from openprompt_ipt.runner.run_dirs import logged_run  # noqa: E402
-from openprompt_ipt.analysis.curves import curves_figure, curves_table, epoch_curve  # noqa: E402
+from openprompt_ipt.analysis.curves import curves_figure, curves_table, dev_metric, epoch_curve, run_metric  # noqa: E402
 
 
 def default_label(run_dir: str) -> str:
@@ -38,19 +39,23 @@ def main(argv=None) -> int:
     p.add_argument("--title", default="", help="figure title")
     p.add_argument("--out", required=True, help="output stem: writes <out>.md and <out>.png")
     args = p.parse_args(argv)
+    from openprompt_ipt.runner.plotting import check_stem, write_table_and_plot
+
     try:
+        check_stem(args.out)
         if args.labels is not None and len(args.labels) != len(args.runs):
             raise ValueError(f"{len(args.labels)} labels for {len(args.runs)} runs: give one label per run")
         labels = args.labels or [default_label(r) for r in args.runs]
         if len(set(labels)) != len(labels):
             raise ValueError(f"two runs share a label ({labels}): name them with --labels")
-        curves = {label: epoch_curve(logged_run(r)) for label, r in zip(labels, args.runs)}  # a sweep: its point
-        md, png = curves_table(curves), curves_figure(curves, args.title)
+        logged = [logged_run(r) for r in args.runs]  # a sweep: its point
+        curves = {label: epoch_curve(r) for label, r in zip(labels, logged)}
+        selected = {run_metric(r) for r in logged}  # the score the runs picked their best epoch by, if one
+        metric = dev_metric(curves, selected.pop() if len(selected) == 1 else None)
+        md, png = curves_table(curves, metric), curves_figure(curves, args.title, metric)
     except (FileNotFoundError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    from openprompt_ipt.runner.plotting import write_table_and_plot
-
     write_table_and_plot(args.out, md, png)
     return 0
 

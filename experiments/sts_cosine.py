@@ -33,9 +33,12 @@ def main(argv=None) -> int:
         from openprompt_ipt.runner.experiment import paper_method_name
         from openprompt_ipt.data.prepare import data_source
         from openprompt_ipt.runner.plm import load_backbone
-        from openprompt_ipt.runner.plotting import write_table_and_plot
+        from openprompt_ipt.runner.plotting import check_stem, write_table_and_plot
         from openprompt_ipt.runner.predict import load_run
 
+        check_stem(args.out)  # before the run and both encoders: seconds, not minutes
+        if args.max_pairs is not None and args.max_pairs < 1:
+            raise ValueError(f"--max-pairs {args.max_pairs} must be at least 1 (leave it out for every dev pair)")
         predictor = load_run(args.run)
         task = predictor.task
         if not task.regression or task.score_range != (0.0, 5.0):

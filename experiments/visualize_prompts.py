@@ -14,6 +14,19 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 
+def check_outputs(files) -> None:
+    """Each output file (flag -> path or None) can be written: not a folder, no file among its folders."""
+    from openprompt_ipt.runner.run_dirs import check_output_folder
+
+    for flag, path in files.items():
+        if not path:
+            continue
+        if os.path.isdir(path):
+            raise ValueError(f"{flag} '{path}' is a folder: give a file name in it, e.g. "
+                             f"{os.path.join(path, 'prompt_space.png' if flag == '--out' else 'scores.json')}")
+        check_output_folder(os.path.dirname(path), flag, path)
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--export", required=True, help="a finished export folder of experiments/pretrain_categories.py")
@@ -34,6 +47,8 @@ def main(argv=None) -> int:
         from openprompt_ipt.pretraining.visualize import REPRESENTATIONS, plot, read_heldout, represent, silhouettes
         from safetensors import safe_open
 
+        out = args.out or os.path.join(args.export, "prompt_space.png")
+        check_outputs({"--out": out, "--json": args.json})  # before PCA and t-SNE: a typo costs a line, not minutes
         if args.threads:
             torch.set_num_threads(args.threads)
         texts, labels = read_heldout(args.export, args.n, args.seed)
@@ -54,7 +69,8 @@ def main(argv=None) -> int:
         categories = [c for c in json.loads(meta["categories"]) if c in set(labels)]
         reps = represent(texts, tokenizer, plm, table, args.prompt_length)
         scores, proj = silhouettes(reps, labels, seed=args.seed)
-        out = plot(proj, labels, categories, scores, args.out or os.path.join(args.export, "prompt_space.png"))
+        os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+        out = plot(proj, labels, categories, scores, out)
     except (KeyError, ValueError, FileNotFoundError, ImportError) as e:
         # KeyError's str() wraps the message in quotes: print the message itself (not a path's own quote)
         print(f"error: {e.args[0] if isinstance(e, KeyError) and e.args else e}", file=sys.stderr)
@@ -65,8 +81,10 @@ def main(argv=None) -> int:
         print(f"{REPRESENTATIONS[name]:<72} {s['full_cosine']:>15.3f} {s['pca_2d']:>8.3f} {s['tsne_2d']:>9.3f}")
     print(f"silhouette: higher = categories better separated. plot: {out}")
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"n": len(texts), "prompt_length": args.prompt_length, "scores": scores}, f, indent=2)
+        from openprompt_ipt.serialization import write_text_atomic
+
+        write_text_atomic(args.json, json.dumps({"n": len(texts), "prompt_length": args.prompt_length, "scores": scores},
+                                                indent=2))
     return 0
 
 

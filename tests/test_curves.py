@@ -76,3 +76,57 @@ def test_curves_of_a_sweeps_seed_directory_are_its_selected_points(tmp_path, cap
     assert _script().main([str(seed), "--out", str(tmp_path / "c")]) == 0
     md = (tmp_path / "c.md").read_text()
     assert "| Prompt Tuning, seed 1 | train loss | 0.400 |" in md
+
+
+def test_the_dev_score_of_a_regression_run_is_its_selection_metric_not_the_mse(tmp_path):
+    """STS-B runs log dev/mse beside pearson / spearman: the third row showed `dev mse` ×100 (the dev loss
+    again, as a percent) instead of the score the run selected by."""
+    import json
+
+    from openprompt_ipt.analysis.curves import dev_metric
+
+    log = ("step,epoch,name,value\n3,1,train/epoch_loss,0.5\n3,1,dev/pearson,0.4\n3,1,dev/spearman,0.2\n"
+           "3,1,dev/pearson_spearman,0.3\n3,1,dev/mse,0.25\n3,1,dev/loss,0.25\n")
+    for name, metric in (("a", "pearson_spearman"), ("b", "pearson_spearman"), ("c", "pearson")):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "log.csv").write_text(log)
+        (tmp_path / name / "config.json").write_text(json.dumps({"train": {"metric": metric}}))
+    curves = {"x": epoch_curve(str(tmp_path / "a"))}
+    assert dev_metric(curves) == "pearson_spearman"
+    assert "| x | train loss |" in curves_table(curves) and "| dev pearson_spearman | 30.0 |" in curves_table(curves)
+    assert "| dev mse | 0.250 |" in curves_table(curves, "mse")  # an error is shown as logged, not ×100
+    assert dev_metric({"x": {1: {"dev_mse": 0.2, "dev_zeta": 0.5}}}) == "zeta"
+
+    script = _script()
+    assert script.main([str(tmp_path / "a"), str(tmp_path / "b"), "--labels", "a", "b", "--out", str(tmp_path / "o")]) == 0
+    assert "| dev pearson_spearman | 30.0 |" in (tmp_path / "o.md").read_text()
+    assert script.main([str(tmp_path / "c"), "--labels", "c", "--out", str(tmp_path / "p")]) == 0
+    assert "| dev pearson | 40.0 |" in (tmp_path / "p.md").read_text()  # the run's own train.metric
+    assert "mse" not in (tmp_path / "o.md").read_text() + (tmp_path / "p.md").read_text()
+
+
+def test_an_out_stem_that_is_a_folder_or_under_a_file_is_one_line_before_any_work(tmp_path, capsys):
+    """`--out docs/curves/` wrote the hidden files docs/curves/.md and .png; `--out notes.txt/x` (a file among
+    the folders) was a FileExistsError traceback after the work. Both scripts now refuse first, in one line."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("sts_cosine", os.path.join(ROOT, "experiments", "sts_cosine.py"))
+    sts = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sts)
+    (tmp_path / "log").mkdir()
+    (tmp_path / "log" / "log.csv").write_text("step,epoch,name,value\n2,1,train/epoch_loss,0.5\n2,1,dev/accuracy,0.5\n")
+    (tmp_path / "notes.txt").write_text("mine\n")
+    folder = tmp_path / "figs"
+    folder.mkdir()
+    for out, message in ((str(folder) + os.sep, "is a folder: give an output stem"), (str(folder), "is a folder"),
+                         (str(tmp_path / "notes.txt" / "x"), "is a file, not a folder")):
+        assert _script().main([str(tmp_path / "log"), "--out", out]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("error: --out") and message in err[0], err
+        # sts_cosine refuses before it loads the run (here: none there)
+        assert sts.main(["--run", str(tmp_path / "no-run"), "--out", out]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and message in err[0], err
+    assert sts.main(["--run", str(tmp_path / "no-run"), "--max-pairs", "-3", "--out", str(folder / "s")]) == 2
+    assert "--max-pairs -3 must be at least 1" in capsys.readouterr().err
+    assert os.listdir(folder) == [] and (tmp_path / "notes.txt").read_text() == "mine\n"

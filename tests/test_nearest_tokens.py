@@ -75,6 +75,19 @@ def test_unused_placeholder_tokens_are_excluded():
     assert excluded_token_mask(Tok(), 7).tolist() == [True, True, True, True, True, False, False]
 
 
+def test_byte_level_tokens_are_shown_decoded(bert, tmp_path):
+    """A RoBERTa run's tables showed byte-level spellings: `ĠcafÃ©` for ` café`, `æĹ¥` for 日."""
+    from conftest import _roberta
+
+    from openprompt_ipt.analysis.nearest_tokens import readable_tokens
+
+    _, roberta = _roberta(str(tmp_path))
+    assert readable_tokens(roberta, ["\u0120caf\u00c3\u00a9", "\u00e6\u0139\u00a5", "\u0120cat", "\u010a", "\u00c3", "<s>"]) == \
+        ["\u0120caf\u00e9", "\u65e5", "\u0120cat", "\u010a", "\u00c3", "<s>"]  # part of a character / whitespace: as is
+    _, wordpiece = bert
+    assert readable_tokens(wordpiece, ["##\u00e9", "caf\u00e9", "[CLS]"]) == ["##\u00e9", "caf\u00e9", "[CLS]"]
+
+
 # ---- tiny trained runs -------------------------------------------------------------------------
 def train(model_dir, tmp_path_factory, name, template, section, epochs=1):
     from openprompt_ipt.runner.config import DEFAULTS, merge_config
@@ -217,7 +230,8 @@ def test_cli_markdown_json_and_errors(runs, tmp_path, capsys):
     fails(["--run", str(tmp_path / "nope"), "--input", str(rows)], "run directory")
     unknown = tmp_path / "unknown.jsonl"
     unknown.write_text(json.dumps({"premise": "a cat", "hypothesis": "a dog", "colour": "red"}) + "\n")
-    assert cli.main(["--run", runs["random"], "--input", str(unknown), "--output", str(out_md)]) == 0  # extra fields: unread (#43)
+    assert cli.main(["--run", runs["random"], "--input", str(unknown), "--output", str(out_md),
+                     "--overwrite"]) == 0  # extra fields: unread (#43)
     typo = tmp_path / "typo.jsonl"
     typo.write_text(json.dumps({"premise": "a cat", "hypothesys": "a dog"}) + "\n")
     capsys.readouterr()
@@ -226,6 +240,87 @@ def test_cli_markdown_json_and_errors(runs, tmp_path, capsys):
     assert err[0] == (f"error: {typo} line 1 has no column 'hypothesis' (text_b) (its field 'hypothesys': did you mean "
                       "'hypothesis'?): not scored") and len(err) == 2
     fails(["--run", runs["random"], "--input", str(rows)], "must end in .md or .json", output="out.txt")
+
+
+def test_an_existing_output_and_the_input_file_are_never_replaced(runs, tmp_path, capsys):
+    """`--input rows.json --output rows.json` replaced the rows by the report, and any existing --output
+    (a finished report) was replaced without a word; predict's rule now holds: --overwrite, never the input."""
+    cli = load_script("nearest_tokens")
+    rows = tmp_path / "rows.json"  # JSONL rows in a .json file: a valid --input and a valid --output name
+    text = "".join(json.dumps(r) + "\n" for r in ROWS)
+    rows.write_text(text)
+    for extra in ([], ["--overwrite"]):
+        assert cli.main(["--run", runs["random"], "--input", str(rows), "--output", str(rows)] + extra) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert err == [f"error: --output '{rows}' is the --input file: the report would replace its rows; "
+                       "give another --output file"], err
+        assert rows.read_text() == text
+    report = tmp_path / "report.md"
+    report.write_text("my finished report\n")
+    assert cli.main(["--run", runs["random"], "--input", str(rows), "--output", str(report)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "already exists: --overwrite replaces it" in err[0]
+    assert report.read_text() == "my finished report\n"
+    assert cli.main(["--run", runs["random"], "--input", str(rows), "--output", str(report), "--overwrite"]) == 0
+    assert report.read_text().startswith("# Nearest vocabulary tokens")
+
+
+def test_idx_selection_edge_cases_are_one_line_or_every_matching_row(runs, tmp_path, capsys):
+    """--idx on rows where some lack idx was a TypeError traceback, `--idx x` an `invalid literal` line with a
+    quote cut off, rows without idx said `idx values None..None`, and two rows with one idx kept only the last."""
+    cli = load_script("nearest_tokens")
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text("".join(json.dumps(r) + "\n" for r in [ROWS[0], dict(ROWS[1], idx=2), dict(ROWS[0], idx="7"),
+                                                            dict(ROWS[1], premise="another one", idx=2)]))
+
+    def one_line(args, message):
+        assert cli.main(["--run", runs["random"], "--input", str(rows)] + args) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("error: ") and message in err[0], err
+
+    one_line(["--idx", "5"], "--idx [5] not found in")
+    one_line(["--idx", "5"], "idx values 2..7")
+    one_line(["--idx", "x"], "--idx 'x' must be comma-separated integers")
+    plain = tmp_path / "plain.jsonl"
+    plain.write_text(json.dumps(ROWS[0]) + "\n")
+    assert cli.main(["--run", runs["random"], "--input", str(plain), "--idx", "1"]) == 2
+    assert "have no 'idx' field" in capsys.readouterr().err
+    out = tmp_path / "o.json"
+    assert cli.main(["--run", runs["random"], "--input", str(rows), "--idx", "7,2", "--output", str(out)]) == 0
+    assert [e["text_a"] for e in json.loads(out.read_text())["examples"]] == \
+        [ROWS[0]["premise"], ROWS[1]["premise"], "another one"]  # "7" matches 7; both rows of idx 2, in file order
+
+
+def test_a_regression_run_reports_scores_and_gold_labels_under_the_tasks_own_keys(tiny_model_dir, tmp_path):  # noqa: F811
+    """An STS-B run with instance prompts (a supported config) crashed: `error: label` (predict returns a score,
+    no label); and a gold label under the task's own key (STS-B's score, MRPC's Quality) was never shown."""
+    from test_glue_regression import PAIR, write_config, write_tsv
+
+    from openprompt_ipt.analysis.nearest_tokens import _has_label
+    from openprompt_ipt.data import TASKS
+    from openprompt_ipt.runner.config import load_config
+    from openprompt_ipt.runner.experiment import run_experiment
+    from openprompt_ipt.runner.predict import load_run
+
+    words = ["the cat sat on the mat", "a dog ran fast", "she said the movie was great", "he was slow"]
+    header = ["index", "genre", "sentence1", "sentence2", "score"]
+    rows = [[i, "g", words[i % 4], words[(i * 3 + 1) % 4], f"{(i * 7) % 11 / 2.2:.2f}"] for i in range(12)]
+    folder = write_tsv(tmp_path / "STS-B" / "train.tsv", header, rows[:8])
+    write_tsv(tmp_path / "STS-B" / "dev.tsv", header, rows[8:])
+    cfg = load_config(write_config(tmp_path, {"name": "stsb", "path": folder, "dev_from_train": 0.25},
+                                   template_section={"text": PAIR, "strategy": "random", "prompt_length": 2},
+                                   model=tiny_model_dir, train={"epochs": 1, "batch_size": 4, "device": "cpu",
+                                                                "metric": "pearson_spearman"}))
+    run_experiment(cfg, output_dir=str(tmp_path / "run"), show_progress=False)
+    predictor = load_run(str(tmp_path / "run"))
+    query = [{"sentence1": "the cat sat", "sentence2": "a dog ran", "score": 3.2}, {"sentence1": "he was slow", "sentence2": "a dog"}]
+    report = nearest_tokens_for_run(predictor, query, top_k=2)
+    scores = [p["score"] for p in predictor.predict(query)]
+    assert [e["prediction"] for e in report["examples"]] == pytest.approx(scores, abs=1e-4)
+    assert [e["gold"] for e in report["examples"]] == [pytest.approx(3.2), None]
+    assert "gold **3.2**" in format_markdown(report)
+    mrpc = [{"#1 String": "a", "#2 String": "b", "Quality": 1}, {"#1 String": "a", "#2 String": "b"}]
+    assert [_has_label(TASKS["mrpc"], mrpc, e, mrpc) for e in (0, 1)] == [True, False]
 
 
 def test_kv_injection_is_refused_by_the_library(runs):

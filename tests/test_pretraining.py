@@ -486,6 +486,40 @@ def test_visualize_cli_refusals_are_one_line(bert, tiny_dir, tmp_path, capsys):
     assert not os.path.exists(tmp_path / "p.png")
 
 
+def test_visualize_outputs_are_checked_before_the_work_and_written_whole(bert, tiny_dir, tmp_path, capsys):
+    """--out in a folder not made yet was `error: [Errno 2] No such file or directory` after PCA and t-SNE;
+    --json under a file (or in a missing folder) a traceback after them, with the scores printed as if written."""
+    from safetensors.torch import save_file
+
+    path = os.path.join(os.path.dirname(__file__), "..", "experiments", "visualize_prompts.py")
+    spec = importlib.util.spec_from_file_location("visualize_prompts", path)
+    cli = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(cli)
+    model, tok = bert
+    model.save_pretrained(os.path.join(tiny_dir, "bert"))  # the export's backbone
+    capsys.readouterr()  # save_pretrained's progress bar
+    export = tmp_path / "exp"
+    export.mkdir()
+    (export / "DONE").write_text("complete\n")
+    rng = random.Random(0)
+    (export / "heldout_test.jsonl").write_text("".join(json.dumps({"text": sentence(rng, t), "category": t}) + "\n"
+                                                       for t in TOPICS for _ in range(6)))
+    save_file({"embedding": torch.randn(len(tok), 32)}, str(export / "embedding.safetensors"),
+              metadata={"tokenizer": os.path.join(tiny_dir, "bert"), "tokenizer_fingerprint": tokenizer_fingerprint(tok),
+                        "categories": json.dumps(list(TOPICS))})
+    (tmp_path / "notes.txt").write_text("mine\n")
+    for args, flag in ((["--out", str(tmp_path / "notes.txt" / "p.png")], "--out"),
+                       (["--json", str(tmp_path / "notes.txt" / "s.json")], "--json"),
+                       (["--out", str(tmp_path)], "--out")):
+        assert cli.main(["--export", str(export), "--prompt-length", "4"] + args) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.startswith(f"error: {flag} ") and "\n" not in err, err
+    assert not (export / "prompt_space.png").exists()
+    out, scores = tmp_path / "new" / "figs" / "p.png", tmp_path / "more" / "s.json"
+    assert cli.main(["--export", str(export), "--prompt-length", "4", "--out", str(out), "--json", str(scores)]) == 0
+    assert out.read_bytes()[:4] == b"\x89PNG" and json.loads(scores.read_text())["n"] == 18
+
+
 def test_the_same_table_is_the_same_file(tmp_path):
     """safetensors writes metadata in hash-map order: the same command twice gave exports of other bytes (sha256),
     and the files came out 0600 where a run's other files are 0644."""

@@ -23,5 +23,5 @@ OMP_NUM_THREADS=1 python experiments/run.py --config yamls/${TASK}_encoder_ipt_t
   --output-dir "$RUNS" --quiet
 for m in prompt_tuning random_ipt encoder_ipt_textcnn; do
   OMP_NUM_THREADS=1 python experiments/nearest_tokens.py --run "$RUNS/${TASK}_$m/seed42" \
-    --input "$IPT_ASSETS/superglue/$FOLDER/val.jsonl" --idx $ROWS --top-k 5 --output "$OUT/${TASK}_$m.md"
+    --input "$IPT_ASSETS/superglue/$FOLDER/val.jsonl" --idx $ROWS --top-k 5 --output "$OUT/${TASK}_$m.md" --overwrite
 done

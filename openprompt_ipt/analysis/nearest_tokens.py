@@ -41,6 +41,30 @@ def excluded_token_mask(tokenizer, vocab_size: int) -> torch.Tensor:
     return mask
 
 
+def _byte_level(tokenizer) -> bool:
+    """GPT-2 / RoBERTa byte-level BPE: tokens spell bytes as characters (é is 'Ã©')."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    return hasattr(tokenizer, "byte_encoder") or "ByteLevel" in repr(getattr(backend, "pre_tokenizer", None))
+
+
+def readable_tokens(tokenizer, tokens: Sequence[str]) -> List[str]:
+    """Tokens as the tables show them. A byte-level token with non-ASCII bytes is decoded ('ĠcafÃ©' ->
+    'Ġcafé'; the leading-space marker is kept); one that is only part of a character stays as it is.
+    WordPiece / SentencePiece tokens are already readable and are returned unchanged."""
+    if not _byte_level(tokenizer):
+        return list(tokens)
+    out = []
+    for tok in tokens:
+        marker = "\u0120" if tok.startswith("\u0120") else ""
+        rest = tok[len(marker):]
+        if rest and any(ord(c) > 126 for c in rest):
+            text = tokenizer.convert_tokens_to_string([rest])
+            if text and text.isprintable() and "\ufffd" not in text and text == text.strip():
+                tok = marker + text
+        out.append(tok)
+    return out
+
+
 def cosine_top_k(vectors: torch.Tensor, embeddings: torch.Tensor, k: int,
                  exclude: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, torch.Tensor]:
     """Top-``k`` rows of ``embeddings`` (V, H) by cosine similarity to each of ``vectors`` (N, H).
@@ -149,7 +173,7 @@ def nearest_tokens_for_run(predictor, rows: Sequence[Dict], top_k: int = 5,
     scores, ids = scores.reshape(n, p, -1), ids.reshape(n, p, -1)
     norms = vectors.norm(dim=-1)
     predictions = predictor.predict(rows, batch_size)
-    tokens = predictor.tokenizer.convert_ids_to_tokens(ids.reshape(-1).tolist())
+    tokens = readable_tokens(predictor.tokenizer, predictor.tokenizer.convert_ids_to_tokens(ids.reshape(-1).tolist()))
     tokens = [tokens[i:i + top_k] for i in range(0, len(tokens), top_k)]
     examples = []
     for e, (ex, pred) in enumerate(zip(exs, predictions)):
@@ -160,11 +184,11 @@ def nearest_tokens_for_run(predictor, rows: Sequence[Dict], top_k: int = 5,
                             "tokens": [{"token": t, "id": int(i), "cosine": round(float(s), 4)}
                                        for t, i, s in zip(row, ids[e, j].tolist(), scores[e, j].tolist())]})
         near = nearest_input_tokens(vectors[e], embeddings, content[e], top_k)
-        inputs = [{"token": t, "id": i, "cosine": round(c, 4), "position": names[j]}
-                  for (i, c, j), t in zip(near, predictor.tokenizer.convert_ids_to_tokens([n[0] for n in near]))]
+        words = readable_tokens(predictor.tokenizer, predictor.tokenizer.convert_ids_to_tokens([n[0] for n in near]))
+        inputs = [{"token": t, "id": i, "cosine": round(c, 4), "position": names[j]} for (i, c, j), t in zip(near, words)]
         examples.append({"guid": ex.guid, "text_a": ex.text_a, "text_b": ex.text_b,
-                         "gold": predictor.labels[ex.label] if _has_label(rows, e, exs) else None,
-                         "prediction": pred["label"], "prompts": prompts, "nearest_input_tokens": inputs})
+                         "gold": _gold(predictor, ex) if _has_label(predictor.task, rows, e, exs) else None,
+                         "prediction": _predicted(pred), "prompts": prompts, "nearest_input_tokens": inputs})
     kept = embeddings[~exclude]
     return {"run": predictor.run_dir, "task": predictor.task.name, "prompts": source,
             "backbone": predictor.cfg["plm"]["model_path"], "top_k": int(top_k),
@@ -172,9 +196,25 @@ def nearest_tokens_for_run(predictor, rows: Sequence[Dict], top_k: int = 5,
             "skipped_tokens": int(exclude.sum()), "examples": examples}
 
 
-def _has_label(rows: Sequence[Dict], e: int, exs: Sequence) -> bool:
-    """Whether example ``e`` came from a row with a label (only then is its gold label shown)."""
-    return len(rows) == len(exs) and isinstance(rows[e], dict) and rows[e].get("label") is not None
+def _has_label(task, rows: Sequence[Dict], e: int, exs: Sequence) -> bool:
+    """Whether example ``e`` came from a row with a label or score under one of the task's label keys
+    (MRPC's ``Quality``, STS-B's ``score``, a custom ``columns`` mapping): only then is its gold shown."""
+    if len(rows) != len(exs) or not isinstance(rows[e], dict):
+        return False
+    keys = [c for r, c in getattr(task, "columns", ()) if r == "label"] or list(getattr(task, "label_field", ("label",)))
+    return any(rows[e].get(k) is not None for k in keys)
+
+
+def _gold(predictor, ex):
+    """A class name, or a regression run's score on the task's own scale (STS-B: 0-5)."""
+    if predictor.task.regression:
+        return round(float(predictor.task.unscale(ex.label)), 4)
+    return predictor.labels[ex.label]
+
+
+def _predicted(pred: Dict):
+    """``predict``'s label, or its score for a regression run (which has no label)."""
+    return pred["label"] if "label" in pred else round(float(pred["score"]), 4)
 
 
 def _cell(text: str) -> str:

@@ -18,13 +18,13 @@ import sys
 from ..runner.run_dirs import check_output_folder
 
 
-def check_output(output, input_path, overwrite: bool) -> None:
-    """Predictions never replace the input rows, nor an existing file unless ``--overwrite`` (a finished
-    result is kept unless the user says so): a ValueError naming the file and the fix."""
+def check_output(output, input_path, overwrite: bool, what: str = "predictions") -> None:
+    """The output (``what``: predictions, a report) never replaces the input rows, nor an existing file unless
+    ``--overwrite`` (a finished result is kept unless the user says so): a ValueError naming the file and the fix."""
     if not output:
         return
     if os.path.exists(input_path) and os.path.exists(output) and os.path.samefile(output, input_path):
-        raise ValueError(f"--output '{output}' is the --input file: the predictions would replace its rows; "
+        raise ValueError(f"--output '{output}' is the --input file: the {what} would replace its rows; "
                          "give another --output file")
     if os.path.isdir(output):
         raise ValueError(f"--output '{output}' is a directory: give a file name, e.g. {os.path.join(output, 'preds.jsonl')}")

@@ -3,6 +3,7 @@ finished figure as PNG bytes, so callers can write it atomically beside its tabl
 from __future__ import annotations
 
 import io
+import os
 
 
 def pyplot():
@@ -21,6 +22,18 @@ def png_bytes(fig, dpi: int = 120) -> bytes:
     fig.savefig(buf, format="png", dpi=dpi)
     pyplot().close(fig)
     return buf.getvalue()
+
+
+def check_stem(stem: str, flag: str = "--out") -> None:
+    """Before the work: ``<stem>.md`` / ``.png`` can be written. A folder as the stem wrote the hidden
+    files ``folder/.md`` and ``.png``; a file among the folders above was a traceback after the work."""
+    from .run_dirs import check_output_folder
+
+    if not os.path.basename(stem) or os.path.isdir(stem):
+        example = os.path.join(stem, "figure")
+        raise ValueError(f"{flag} '{stem}' is a folder: give an output stem, e.g. {example} "
+                         f"(writes {example}.md and {example}.png)")
+    check_output_folder(os.path.dirname(stem), flag, stem)
 
 
 def write_table_and_plot(stem: str, markdown: str, png: bytes) -> None:
