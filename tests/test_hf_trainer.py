@@ -270,16 +270,20 @@ def test_two_processes_match_one(bert, case, tmp_path):
     one = subprocess.run([sys.executable, script, mlm_dir, str(tmp_path / "one"), case, "4"], env=env,
                          capture_output=True, text=True, timeout=300)
     assert one.returncode == 0, one.stderr[-2000:]
+    # --standalone: the rendezvous store binds port 0 and the workers share it, so concurrent runs never collide
     two = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
                           script, mlm_dir, str(tmp_path / "two"), case, "2"], env=env, capture_output=True, text=True,
                          timeout=300)
-    assert two.returncode == 0, two.stderr[-3000:]
-    assert "processes 2" in two.stdout and "processes 1" in one.stdout
+    ranks = [line for line in two.stderr.splitlines() if line.startswith("[rank")]  # each rank's traceback
+    assert two.returncode == 0, "\n".join(ranks[:60]) + "\n...\n" + two.stderr[-3000:]
+    assert "processes 2" in two.stdout and "processes 1" in one.stdout, (one.stdout[-500:], two.stdout[-500:])
     a = load_file(str(tmp_path / "one" / "prompt" / "model.safetensors"))
     b = load_file(str(tmp_path / "two" / "prompt" / "model.safetensors"))
-    assert a.keys() == b.keys()
-    for k in a:
-        torch.testing.assert_close(b[k], a[k], rtol=0, atol=1e-5)
+    assert a.keys() == b.keys() and all(a[k].shape == b[k].shape for k in a)
+    # both runs are deterministic: the gap is the same every run, under load or not (max 1.2e-7 for p_tuning_v2-kv,
+    # 7.2e-7 for m_idpg-phm-cls; 2e-7 on transformers 4.39), float rounding of 2+2 vs 4 rows; 1e-5 leaves >10x
+    gaps = {k: (b[k].double() - a[k].double()).abs().max().item() for k in a}
+    assert max(gaps.values()) <= 1e-5, f"per-tensor max |two - one|: {gaps}"
 
 
 def test_example_runs_on_the_quick_start_data(bert, tmp_path):
