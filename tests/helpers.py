@@ -89,3 +89,23 @@ def cpu_without_bf16_lstm(monkeypatch):
             raise RuntimeError(ONEDNN_LSTM_ERROR)
         return real(*args, **kwargs)
     monkeypatch.setattr(rnn._VF, "lstm", lstm)
+
+
+def run_process_group(cmd, env, timeout: int = 300):
+    """``subprocess.run(cmd, capture_output=True, text=True)`` for a torchrun job, in a session of its own: on a
+    timeout the whole group is killed, workers included (a torchrun killed alone left a worker waiting on its
+    peer for over an hour, seen once under a loaded parallel suite), and the failure says it timed out."""
+    import os
+    import signal
+    import subprocess
+
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        raise AssertionError(f"timed out after {timeout} s (killed with its workers): {' '.join(map(str, cmd))}\n"
+                             f"{err[-3000:]}") from None
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)

@@ -2,12 +2,12 @@
 same global batch; settings the machine cannot satisfy are one clear error."""
 import json
 import os
-import subprocess
 import sys
 
 import pytest
 import yaml
 
+from helpers import run_process_group
 from test_predict_and_runs import tiny_cfg, tiny_model_dir  # noqa: F401  (fixture)
 from test_training import write_cb
 
@@ -32,10 +32,10 @@ def test_two_processes_match_one(tiny_model_dir, tmp_path):  # noqa: F811
            "OMP_NUM_THREADS": "1"}
 
     def torchrun(*extra):
-        proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-                               os.path.join(ROOT, "experiments", "run.py"), "--config", str(config),
-                               "--output-dir", str(tmp_path / "two"), "--quiet", *extra],
-                              env=env, capture_output=True, text=True, timeout=300)  # seconds when idle; a shared
+        proc = run_process_group([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node",
+                                  "2", os.path.join(ROOT, "experiments", "run.py"), "--config", str(config),
+                                  "--output-dir", str(tmp_path / "two"), "--quiet", *extra],
+                                 env=env, timeout=300)  # seconds when idle; a shared
         # 2-core machine under a parallel suite runs it several times slower (test_hf_trainer's runs allow 300 s too)
         ranks = [line for line in proc.stderr.splitlines() if line.startswith("[rank")]  # each rank's traceback
         assert proc.returncode == 0, "\n".join(ranks[:60]) + "\n...\n" + proc.stderr[-1500:]

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from conftest import WORDS
-from helpers import TEXT, clone, examples, loader_for
+from helpers import TEXT, clone, examples, loader_for, run_process_group
 from openprompt_ipt.hf import InstancePromptConfig, InstancePromptModel, get_instance_prompt_model, instance_tokens
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -271,9 +271,8 @@ def test_two_processes_match_one(bert, case, tmp_path):
                          capture_output=True, text=True, timeout=300)
     assert one.returncode == 0, one.stderr[-2000:]
     # --standalone: the rendezvous store binds port 0 and the workers share it, so concurrent runs never collide
-    two = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-                          script, mlm_dir, str(tmp_path / "two"), case, "2"], env=env, capture_output=True, text=True,
-                         timeout=300)
+    two = run_process_group([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+                             script, mlm_dir, str(tmp_path / "two"), case, "2"], env=env, timeout=300)
     ranks = [line for line in two.stderr.splitlines() if line.startswith("[rank")]  # each rank's traceback
     assert two.returncode == 0, "\n".join(ranks[:60]) + "\n...\n" + two.stderr[-3000:]
     assert "processes 2" in two.stdout and "processes 1" in one.stdout, (one.stdout[-500:], two.stdout[-500:])

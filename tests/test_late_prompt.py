@@ -1,6 +1,7 @@
 """Late prompts (LPT and the late placement of IPT / S-IDPG): the layers below never see the prompt, the backward
 stops there, padding is excluded, outputs keep the text's positions, and bad input is one line."""
 import copy
+import json
 import os
 
 import pytest
@@ -144,6 +145,9 @@ def test_save_load_and_a_deep_copy_keep_the_late_prompt(bert, tmp_path):
     (dict(generator="lpt", late_layer=1, lpt={"pooling": "npg"}), "unknown key 'lpt.pooling'"),
     (dict(generator="lpt", late_layer=1, text='{"soft"} {"placeholder":"text_a"} {"mask"} .'), '{"soft"} tokens'),
     (dict(generator="idpg", injection="late", late_layer=1, idpg={"depth": "multi"}), "idpg.depth 'multi'"),
+    # a count that is not whole was truncated without a word (1.5 -> a bottleneck of 1)
+    (dict(generator="lpt", late_layer=1, lpt={"bottleneck": 1.5}), "lpt.bottleneck must be an integer, got 1.5"),
+    (dict(generator="lpt", late_layer=1, lpt={"bottleneck": True}), "lpt.bottleneck must be an integer, got True"),
 ])
 def test_bad_late_settings_are_one_line(bert, kwargs, message):
     model, tok = bert
@@ -235,7 +239,6 @@ def _late_cfg(model_dir, data_dir, **train):
 
 
 def test_runner_predicts_resumes_and_inits_from_a_late_run(tmp_path, monkeypatch):
-    import json
     import os
 
     from conftest import _bert
@@ -342,3 +345,27 @@ def test_hf_any_refused_setting_leaves_the_base_as_it_was(bert, config):
     assert not [m for m in clf.modules() if m._forward_pre_hooks or m._forward_hooks]
     assert all(p.requires_grad for n, p in clf.named_parameters() if "embeddings" not in n)
     assert not any(p.requires_grad for p in clf.bert.embeddings.parameters())
+
+
+def test_hf_default_late_layer_is_saved_as_the_layer_it_is(bert, tmp_path):
+    """late_layer=None resolves to the model's middle when built, but the saved config kept None: a release with
+    another default would load the prompt at another layer. Folders saved with None still load (as the middle)."""
+    from test_hf_trainer import classifier_from
+
+    from openprompt_ipt.hf import InstancePromptConfig, InstancePromptModel, get_instance_prompt_model
+
+    mlm, tok = deeper(bert)
+    pm = get_instance_prompt_model(classifier_from(mlm), InstancePromptConfig(method="lpt", prompt_length=2), tok)
+    assert pm.prompt_config.late_layer == 2
+    pm.save_pretrained(str(tmp_path / "new"))
+    assert json.load(open(tmp_path / "new" / "instance_prompt_config.json"))["prompt"]["late_layer"] == 2
+    pm.prompt_config.late_layer = None  # what the previous release wrote
+    pm.save_pretrained(str(tmp_path / "old"))
+    batch = tok(["a b c", "d e"], return_tensors="pt", padding=True)
+    with torch.no_grad():
+        want = pm.eval()(**batch).logits
+        for folder in ("new", "old"):
+            torch.manual_seed(1)
+            loaded = InstancePromptModel.from_pretrained(classifier_from(deeper(bert)[0]), str(tmp_path / folder), tok)
+            assert loaded.prompt_config.late_layer == 2
+            torch.testing.assert_close(loaded(**batch).logits, want)

@@ -8,6 +8,7 @@ in by the same functions the OpenPrompt templates call (``openprompt_ipt.prompti
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import tempfile
@@ -128,7 +129,9 @@ class InstancePromptModel(nn.Module):
         else:
             sections = {name: kwargs.pop(name) for name in SECTIONS if name in kwargs}
             if kwargs.get("injection") == "late" and kwargs.get("late_layer") is None:
-                kwargs["late_layer"] = max(1, int(model.config.num_hidden_layers) // 2)  # the LPT authors' middle
+                kwargs["late_layer"] = default_late_layer(model)
+                # saved as the layer it is: a later release's other default must not move a saved prompt
+                self.prompt_config = dataclasses.replace(config, late_layer=kwargs["late_layer"])
             self.generator, self.injector, self.placement, _ = build_layered_generator(
                 model, embedding, tokenizer, sections=sections, **kwargs)
             config.check_placement_read(self.placement.injection)  # a generator's default injection is known now
@@ -297,6 +300,9 @@ class InstancePromptModel(nn.Module):
         saved = state_dict.pop(prefix + CONFIG_KEY, None)
         if saved is not None:
             prompt = decode_config(saved).get("prompt")
+            if isinstance(prompt, dict) and prompt.get("late_layer", 0) is None and self.prompt_config.late_layer:
+                # a late prompt saved before its default layer was written down: the default it was built with
+                prompt["late_layer"] = default_late_layer(self.base_model)
             if prompt != json.loads(json.dumps(self.prompt_config.to_dict())):
                 raise ValueError(f"the checkpoint holds a '{(prompt or {}).get('method')}' prompt of another config "
                                  f"than this model's ({self.prompt_config.method}): load it onto a model built with "
@@ -483,6 +489,11 @@ class InstancePromptModel(nn.Module):
         if not is_trainable:
             wrapped.requires_grad_(False)
         return wrapped.eval()  # ready to predict, as transformers' and PEFT's from_pretrained; the Trainer's train() trains
+
+
+def default_late_layer(model) -> int:
+    """A late prompt's layer when the config names none: the middle of the model (the LPT authors')."""
+    return max(1, int(model.config.num_hidden_layers) // 2)
 
 
 def _cross_entropy(logits: torch.Tensor, labels: torch.Tensor, num_items_in_batch=None) -> torch.Tensor:
