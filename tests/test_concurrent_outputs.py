@@ -108,3 +108,43 @@ def _umask():
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+# ---------------------------------------------------------------- aggregate --out
+def _aggregate(runs, out, role, events):
+    import openprompt_ipt.serialization as ser
+    from openprompt_ipt.runner.aggregate import aggregate
+
+    a_began, b_wrote = events
+    real = ser.write_text_atomic
+
+    def write(path, text, *rest):
+        real(path, text, *rest)
+        if role == "a" and not a_began.is_set():
+            a_began.set()
+            b_wrote.wait(3)  # without a lock b writes its set now; with one, b waits for a's set to end
+        else:
+            b_wrote.set()
+
+    ser.write_text_atomic = write
+    if role == "b":
+        a_began.wait(10)  # a is between its files now
+    return sorted(aggregate([runs], out))
+
+
+def test_two_aggregates_into_one_out_leave_one_whole_set(tmp_path):
+    for task, acc in (("rte", 0.55), ("boolq", 0.7)):
+        seed = tmp_path / f"runs_{task}" / f"{task}_x" / "seed1"
+        seed.mkdir(parents=True)
+        (seed / "metrics.json").write_text(json.dumps({
+            "dataset": task, "strategy": "prefix/kv", "metrics": ["accuracy"], "selection_metric": "accuracy",
+            "test_split": "official val", "level": "seed", "seed": 1, "config_name": f"{task}_x",
+            "best_dev": {"accuracy": acc}, "test": {"accuracy": acc}}))
+    out, events = str(tmp_path / "tables"), (ctx.Event(), ctx.Event())
+    results = run_two(_aggregate, (str(tmp_path / "runs_rte" / "*"), out, "a", events),
+                      (str(tmp_path / "runs_boolq" / "*"), out, "b", events))
+    assert [k for k, _ in results] == ["ok", "ok"], results
+    md, table = open(os.path.join(out, "results.md")).read(), open(os.path.join(out, "results.csv")).read()
+    task = "rte" if "RTE" in md else "boolq"
+    assert f",{task}," in table and ("BOOLQ" if task == "rte" else "RTE") not in md, (md, table)  # one run set's
+    assert not os.path.exists(os.path.join(tmp_path, ".tables.lock"))
