@@ -101,13 +101,13 @@ def main(argv=None) -> int:
             rows = rows[:args.max_examples]
         with quiet_loading():
             report = nearest_tokens_for_run(load_run(args.run, device=args.device), rows, top_k=args.top_k)
+        as_json = bool(args.output) and args.output.lower().endswith(".json")
+        text = json.dumps(report, indent=2, ensure_ascii=False) + "\n" if as_json else format_markdown(report)
+        emit_text(text, args.output, f"{len(report['examples'])} examples", args.overwrite)  # another's: kept
     except (ValueError, FileNotFoundError, KeyError, ImportError) as e:
         for line in (e.lines + [e.summary] if hasattr(e, "lines") else [str(e).strip(chr(39) + chr(34))]):
             print(f"error: {line}", file=sys.stderr)  # data.rows.BadRows: a line per bad row, then what to do
         return 2
-    as_json = bool(args.output) and args.output.lower().endswith(".json")
-    text = json.dumps(report, indent=2, ensure_ascii=False) + "\n" if as_json else format_markdown(report)
-    emit_text(text, args.output, f"{len(report['examples'])} examples")
     return 0
 
 

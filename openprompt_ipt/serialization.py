@@ -132,30 +132,65 @@ def load_trainable(module: nn.Module, path: str, fix: str = "re-create it (rerun
         own[name].data.copy_(tensor)
 
 
-def write_bytes_atomic(path: str, data: bytes) -> None:
-    """Write through a ``.tmp`` file and ``os.replace``: an interrupted write never leaves half a file
-    under the real name (tables, metrics, plots, CLI outputs all go through here)."""
-    import os
+def write_bytes_atomic(path: str, data: bytes, replace: bool = True) -> None:
+    """Write through a temp file of this call's own and rename it into place: an interrupted write never
+    leaves half a file under the real name, and two processes writing one file at once never mix their bytes
+    (tables, metrics, plots, CLI outputs all go through here). ``replace=False``: never replace a file that
+    exists, not even one another process wrote while this one worked (a check before the work cannot see
+    that): ``FileExistsError``, this call's bytes dropped."""
+    folder = os.path.dirname(path) or "."
+    os.makedirs(folder, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        usual_mode(tmp)  # mkstemp makes it 0600; every other output is 0644
+        if replace:
+            os.replace(tmp, path)
+        else:
+            place_new(tmp, path)
+    finally:
+        if os.path.lexists(tmp):
+            os.remove(tmp)
 
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    tmp = path + ".tmp"
-    with open(tmp, "wb") as f:
-        f.write(data)
-    os.replace(tmp, path)
+
+def place_new(src: str, path: str) -> None:
+    """Give the finished file ``src`` the name ``path`` only if no file has it (a rename that never replaces):
+    a hard link, which the kernel refuses when ``path`` exists (``FileExistsError``); ``src`` is left to the
+    caller. On a file system without hard links, ``path`` is claimed by an exclusive create first."""
+    try:
+        os.link(src, path)
+        return
+    except FileExistsError:
+        raise
+    except OSError:  # no hard links here (some network / FAT file systems)
+        pass
+    os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+    os.replace(src, path)
 
 
-def write_text_atomic(path: str, text: str) -> None:
-    write_bytes_atomic(path, text.encode("utf-8"))
+def write_text_atomic(path: str, text: str, replace: bool = True) -> None:
+    write_bytes_atomic(path, text.encode("utf-8"), replace)
 
 
-def emit_text(text: str, output: str | None, summary: str) -> None:
-    """CLI output: to stdout, or to ``output`` atomically with ``summary`` on stderr."""
+class OutputExists(ValueError):
+    """An --output file another process wrote while this one worked: kept; one line naming it and the fix."""
+
+
+def emit_text(text: str, output: str | None, summary: str, overwrite: bool = True) -> None:
+    """CLI output: to stdout, or to ``output`` atomically with ``summary`` on stderr. Without ``overwrite`` an
+    ``output`` that exists by now (another process started at the same moment wrote it) is kept:
+    ``OutputExists``."""
     import sys
 
     if not output:
         sys.stdout.write(text)
         return
-    write_text_atomic(output, text)
+    try:
+        write_text_atomic(output, text, replace=overwrite)
+    except FileExistsError:
+        raise OutputExists(f"--output '{output}' was written by another process while this one ran: it is kept; "
+                           "--overwrite replaces it, or give another --output file") from None
     print(f"{summary} -> {output}", file=sys.stderr)
 
 

@@ -68,6 +68,9 @@ def main(argv=None, prog=None) -> int:
             print(predictor.precision_note(), file=sys.stderr)
         if predictor.extra_note():  # an id, a source column: kept in the output rows, named once
             print(predictor.extra_note(), file=sys.stderr)
+        lines = "".join(json.dumps(r) + "\n" for r in predictions)
+        note = f"{len(predictions)} predictions" + (f" ({len(skipped)} bad rows skipped)" if skipped else "")
+        emit_text(lines, args.output, note, args.overwrite)  # a file another process wrote meanwhile: kept
     except (ValueError, FileNotFoundError, KeyError, ImportError) as e:
         if hasattr(e, "lines"):  # data.rows.BadRows: one line per bad row, then what to do; nothing is written
             for line in e.lines + [e.summary]:
@@ -75,6 +78,4 @@ def main(argv=None, prog=None) -> int:
         else:
             print(f"error: {e.args[0] if isinstance(e, KeyError) and e.args else e}", file=sys.stderr)
         return 2
-    lines = "".join(json.dumps(r) + "\n" for r in predictions)
-    emit_text(lines, args.output, f"{len(predictions)} predictions" + (f" ({len(skipped)} bad rows skipped)" if skipped else ""))
     return 0

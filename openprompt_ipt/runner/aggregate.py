@@ -330,8 +330,10 @@ def aggregate(paths: Sequence[str], out: str | None = None) -> Dict[str, object]
         files[f"sweep_{short}.md"], files[f"sweep_{short}.csv"], files[f"sweep_{short}.png"] = s_md, s_csv, png
     if out:
         from ..serialization import write_bytes_atomic, write_text_atomic
+        from ..training.run_dir import holding
 
-        for name, content in files.items():
-            write = write_bytes_atomic if isinstance(content, bytes) else write_text_atomic
-            write(os.path.join(out, name), content)
+        with holding([out], wait=True):  # two aggregates into one --out: each set lands whole, never mixed
+            for name, content in files.items():
+                write = write_bytes_atomic if isinstance(content, bytes) else write_text_atomic
+                write(os.path.join(out, name), content)
     return files
