@@ -1,0 +1,63 @@
+"""A process killed (SIGKILL, power loss: no ``finally``, no ``except``) in the middle of writing: the user's previous
+finished files stay intact, and nothing half-written is later taken as finished. Each kill is real: a child process
+whose writer calls ``os._exit`` at the chosen instant."""
+import os
+import subprocess
+import sys
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+
+
+def run_child(code: str, **fmt) -> int:
+    """Run ``code`` (``{root}`` and ``fmt`` filled in) in a fresh interpreter; its exit code."""
+    child = subprocess.run([sys.executable, "-c", code.format(root=ROOT, **fmt)], cwd=ROOT, capture_output=True,
+                           text=True, timeout=120)
+    assert child.returncode in (0, 9), child.stderr[-2000:]
+    return child.returncode
+
+
+# an export finished once (OLD), then an --overwrite run killed inside finalize, between its two renames
+# (the old export moved to <out>.old, the new finished one not yet moved from <out>.partial)
+EXPORT_KILLED_IN_FINALIZE = """
+import os, sys
+sys.path.insert(0, {root!r})
+from openprompt_ipt.pretraining import export as ex
+out = {out!r}
+work = ex.prepare_output(out, {{"a": 1}}, log=lambda *_: None)
+open(os.path.join(work, "embedding.safetensors"), "w").write("OLD")
+ex.finalize(work, out)
+work = ex.prepare_output(out, {{"a": 1}}, overwrite=True, log=lambda *_: None)
+open(os.path.join(work, "embedding.safetensors"), "w").write("NEW")
+real, calls = os.replace, [0]
+def replace(a, b):
+    calls[0] += 1
+    if calls[0] == 2:  # 1: <out> -> <out>.old; 2: <out>.partial -> <out>
+        os._exit(9)
+    real(a, b)
+os.replace = replace
+ex.finalize(work, out)
+"""
+
+
+def test_an_export_killed_between_finalize_renames_is_completed_not_discarded(tmp_path):
+    """It was: <out> gone (every encoder_path / pretrained_path naming it failed), the finished new export left in
+    <out>.partial, which the next --overwrite deleted and --resume trained again (its DONE marker inside)."""
+    from openprompt_ipt.pretraining import export as ex
+    from openprompt_ipt.training.run_dir import release
+
+    for flag in ("overwrite", "resume"):
+        out = str(tmp_path / flag / "exp")
+        assert run_child(EXPORT_KILLED_IN_FINALIZE, out=out) == 9
+        assert not os.path.exists(out) and os.path.isdir(out + ".old")  # the state the kill left
+        logs = []
+        try:
+            work = ex.prepare_output(out, {"a": 1}, log=logs.append, **{flag: True})
+        except ValueError as e:  # --resume: the run it would continue had finished
+            assert flag == "resume" and "already holds a finished run" in str(e)
+        else:
+            assert flag == "overwrite"  # a new run begins; the export it replaces only when done is the new one
+            assert sorted(os.listdir(work)) == ["REPLACES_EXPORT", "run_config.json"]
+            release(out)
+        assert open(os.path.join(out, "embedding.safetensors")).read() == "NEW"  # the finished new export, in place
+        assert ex.is_finished(out) and not os.path.exists(out + ".old")
+        assert any("had finished" in str(line) for line in logs)
