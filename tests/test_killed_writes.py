@@ -61,3 +61,51 @@ def test_an_export_killed_between_finalize_renames_is_completed_not_discarded(tm
         assert open(os.path.join(out, "embedding.safetensors")).read() == "NEW"  # the finished new export, in place
         assert ex.is_finished(out) and not os.path.exists(out + ".old")
         assert any("had finished" in str(line) for line in logs)
+
+
+# a run's log.csv (steps 1-4), then a --resume from step 2 killed while the logger rewrites the kept rows
+LOG_KILLED_ON_RESUME = """
+import csv, os, sys
+sys.path.insert(0, {root!r})
+from openprompt_ipt.training.logs import RunLogger
+log = RunLogger({run!r}, tensorboard=False)
+for step in range(1, 5):
+    log.log(step, 1, {{"train/loss": 1.0 / step}})
+log.close()
+csv.DictWriter.writerows = lambda self, rows: os._exit(9)
+RunLogger({run!r}, resume_step=2, tensorboard=False)
+"""
+
+
+def test_a_resume_killed_while_the_log_is_rewritten_keeps_the_log(tmp_path):
+    """The logger truncated log.csv, then wrote back the rows it keeps: a kill in between left an empty log, and
+    the next --resume kept nothing of the steps before it (the training curves lost)."""
+    from openprompt_ipt.training.logs import RunLogger, read_log
+
+    run = str(tmp_path / "run")
+    assert run_child(LOG_KILLED_ON_RESUME, run=run) == 9
+    assert [r["step"] for r in read_log(os.path.join(run, "log.csv"))] == [1, 2, 3, 4]  # as before the kill
+    log = RunLogger(run, resume_step=2, tensorboard=False)
+    log.log(3, 1, {"train/loss": 0.5})
+    log.close()
+    assert [(r["step"], r["value"]) for r in read_log(os.path.join(run, "log.csv"))] == [(1, 1.0), (2, 0.5), (3, 0.5)]
+
+
+def test_a_log_line_cut_by_a_kill_is_dropped_on_resume_not_kept_broken(tmp_path):
+    """A last line cut short ('3,1,train/lo') was kept by --resume as '3,1,train/lo,' and read_log (curves) then
+    failed on it; the resumed rows were written after it."""
+    import pytest
+
+    from openprompt_ipt.training.logs import RunLogger, read_log
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "log.csv").write_text("step,epoch,name,value\r\n1,1,train/loss,0.9\r\n2,1,train/loss,0.8\r\n3,1,train/lo")
+    assert [r["step"] for r in read_log(str(run / "log.csv"))] == [1, 2]
+    log = RunLogger(str(run), resume_step=5, tensorboard=False)
+    log.log(3, 1, {"train/loss": 0.7})
+    log.close()
+    assert [(r["step"], r["value"]) for r in read_log(str(run / "log.csv"))] == [(1, 0.9), (2, 0.8), (3, 0.7)]
+    (run / "log.csv").write_text("step,epoch,name,value\r\n1,1,train/loss,oops\r\n2,1,train/loss,0.8\r\n")
+    with pytest.raises(ValueError, match=r"log.csv' line 2 is not step,epoch,name,value: .*delete the line"):
+        read_log(str(run / "log.csv"))  # a bad line elsewhere is no kill's cut: said, not skipped
