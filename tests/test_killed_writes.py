@@ -5,6 +5,9 @@ import os
 import subprocess
 import sys
 
+import pytest
+import torch
+
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 
 
@@ -94,8 +97,6 @@ def test_a_resume_killed_while_the_log_is_rewritten_keeps_the_log(tmp_path):
 def test_a_log_line_cut_by_a_kill_is_dropped_on_resume_not_kept_broken(tmp_path):
     """A last line cut short ('3,1,train/lo') was kept by --resume as '3,1,train/lo,' and read_log (curves) then
     failed on it; the resumed rows were written after it."""
-    import pytest
-
     from openprompt_ipt.training.logs import RunLogger, read_log
 
     run = tmp_path / "run"
@@ -109,3 +110,38 @@ def test_a_log_line_cut_by_a_kill_is_dropped_on_resume_not_kept_broken(tmp_path)
     (run / "log.csv").write_text("step,epoch,name,value\r\n1,1,train/loss,oops\r\n2,1,train/loss,0.8\r\n")
     with pytest.raises(ValueError, match=r"log.csv' line 2 is not step,epoch,name,value: .*delete the line"):
         read_log(str(run / "log.csv"))  # a bad line elsewhere is no kill's cut: said, not skipped
+
+
+def test_a_resume_after_a_kill_between_a_new_best_and_its_checkpoint_keeps_best_safetensors_the_reported_model(
+        tiny_dir, tmp_path, monkeypatch):
+    """Epoch 2 improved on dev and wrote best.safetensors; SIGTERM (Ctrl-C's path) landed in the epoch's checkpoint
+    write, so --resume continued from epoch 1's checkpoint, whose best is epoch 1. Where the resumed epoch 2 does
+    not reach that dev score again (a GPU run is not bit-identical), the run reported epoch 1 (metrics, the model it
+    tested) while best.safetensors, what predict and init_from load, still held the lost epoch 2."""
+    from safetensors.torch import load_file
+
+    from test_checkpoints import _bert_factory, tiny_run
+    from openprompt_ipt.training import trainer as trainer_mod
+    from openprompt_ipt.training.checkpoint import latest_checkpoint
+
+    scores = iter([0.5, 0.9,  # the killed run: epoch 2 is its best
+                   0.4, 0.45])  # the resumed run's epochs 2 and 3: neither beats epoch 1
+    monkeypatch.setattr(trainer_mod, "evaluate", lambda *a, **k: dict.fromkeys(("accuracy", "macro_f1"), next(scores)))
+    real_save, saves = trainer_mod.save_checkpoint, [0]
+
+    def save(*a, **k):
+        saves[0] += 1
+        if saves[0] == 2:  # epoch 2's checkpoint, after its best.safetensors
+            raise KeyboardInterrupt
+        return real_save(*a, **k)
+
+    monkeypatch.setattr(trainer_mod, "save_checkpoint", save)
+    out = tmp_path / "run"
+    with pytest.raises(KeyboardInterrupt):
+        tiny_run(_bert_factory(tiny_dir), out, checkpoint_every=0)
+    epoch2 = load_file(str(out / "best.safetensors"))
+    resumed, best = tiny_run(_bert_factory(tiny_dir), out, checkpoint_every=0, resume=latest_checkpoint(str(out)))
+    assert best["accuracy"] == 0.5 and [r["epoch"] for r in resumed.config.history] == [1, 2, 3]
+    on_disk, reported = load_file(str(out / "best.safetensors")), resumed.trainable_state()
+    assert on_disk.keys() == reported.keys() and all(torch.equal(on_disk[k], reported[k]) for k in on_disk)
+    assert not all(torch.equal(epoch2[k], reported[k]) for k in epoch2)

@@ -205,6 +205,8 @@ class Trainer:
             if scaler is not None and st.get("scaler"):
                 scaler.load_state_dict(st["scaler"])
             self.best_state, self.best_metrics = ckpt["best"], st["best_metrics"]
+            if self.output_dir and rt.is_main:
+                self._restore_best()
             cfg.history[:] = st["history"]
             progress = Progress(**st["progress"])
             if gen is not None and st.get("loader_generator") is not None:
@@ -371,6 +373,15 @@ class Trainer:
                              "since): run from the directory it started in, or point --data-root / IPT_ASSETS / "
                              "dataset.path at the data it used; for this data, start a new run (--overwrite, or "
                              "another --output-dir)")
+
+    def _restore_best(self) -> None:
+        """On resume: best.safetensors as the checkpoint's best. A kill after a dev evaluation saved a new best but
+        before its checkpoint left that best on disk; the resumed run (on a GPU, not bit-identical) may never
+        reach it again, and the file predict loads would then not be the model its metrics.json reports."""
+        if self.best_state is not None:
+            self._save_best()
+        elif os.path.isfile(os.path.join(self.output_dir, "best.safetensors")):
+            os.remove(os.path.join(self.output_dir, "best.safetensors"))
 
     def _save_best(self) -> None:
         from safetensors.torch import save_file
