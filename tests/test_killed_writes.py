@@ -145,3 +145,58 @@ def test_a_resume_after_a_kill_between_a_new_best_and_its_checkpoint_keeps_best_
     on_disk, reported = load_file(str(out / "best.safetensors")), resumed.trainable_state()
     assert on_disk.keys() == reported.keys() and all(torch.equal(on_disk[k], reported[k]) for k in on_disk)
     assert not all(torch.equal(epoch2[k], reported[k]) for k in epoch2)
+
+
+def test_run_tables_killed_while_saving_its_results_keeps_the_rows_done(tmp_path, monkeypatch):
+    """experiments/run_tables.py rewrote RESULTS.json in place after every YAML and reads it back to skip the rows
+    done: Ctrl-C during the write left a cut JSON file, and the next run failed on it, every row lost with it."""
+    import importlib.util
+    import json
+
+    spec = importlib.util.spec_from_file_location("run_tables_k", os.path.join(ROOT, "experiments", "run_tables.py"))
+    rt = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(rt)
+    monkeypatch.chdir(tmp_path)  # main() changes into the repository: put it back after
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    results = str(tmp_path / "smoke")
+    monkeypatch.setattr(rt, "RESULTS", results)
+    monkeypatch.setattr(rt, "run_one", lambda argv, log, timeout, spawn: 0)
+    monkeypatch.setattr(rt, "test_metric", lambda run_dir: {"metric": "accuracy", "value": 0.5})
+    argv = ["--tables", "ipt_table2", "--output-dir", str(tmp_path / "runs"), "--spawn"]
+    yamls = sorted(os.path.relpath(p, ROOT) for p in __import__("glob").glob(os.path.join(ROOT, "yamls", "ipt_table2",
+                                                                                         "*.yaml")))
+    import builtins
+
+    real_open, opened = builtins.open, [0]
+
+    class Cut:
+        """A file whose first write stops half-way with Ctrl-C."""
+        def __init__(self, f):
+            self.f = f
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.f.close()
+
+        def write(self, data):
+            self.f.write(data[:len(data) // 2])
+            self.f.flush()
+            raise KeyboardInterrupt
+
+    def cut_third_json_write(file, mode="r", *a, **k):  # the 3rd time RESULTS.json is written
+        f = real_open(file, mode, *a, **k)
+        if "w" in mode and str(file).startswith(results + ".json"):
+            opened[0] += 1
+            if opened[0] == 3:
+                return Cut(f)
+        return f
+
+    monkeypatch.setattr(builtins, "open", cut_third_json_write)
+    with pytest.raises(KeyboardInterrupt):
+        rt.main(argv)
+    monkeypatch.setattr(builtins, "open", real_open)
+    assert sorted(json.load(open(results + ".json"))) == yamls[:2]  # the rows of the two YAMLs done
+    assert rt.main(argv + ["--only", os.path.basename(yamls[2])[:-5]]) == 0
+    assert sorted(json.load(open(results + ".json"))) == yamls[:3]
