@@ -132,15 +132,28 @@ def load_trainable(module: nn.Module, path: str, fix: str = "re-create it (rerun
         own[name].data.copy_(tensor)
 
 
-def write_bytes_atomic(path: str, data: bytes) -> None:
-    """Write through a ``.tmp`` file and ``os.replace``: an interrupted write never leaves half a file
-    under the real name (tables, metrics, plots, CLI outputs all go through here)."""
-    import os
+def durable(*paths: str) -> None:
+    """``fsync`` each file or folder: its bytes (a folder: its entries, a rename into it) are on the disk, not only in
+    the page cache. A rename is journaled within seconds, the renamed file's data up to half a minute later: without
+    this, a power loss just after a checkpoint or a result was renamed into place can leave it empty, the previous
+    one already replaced or removed."""
+    for path in paths:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
+
+def write_bytes_atomic(path: str, data: bytes) -> None:
+    """Write through a ``.tmp`` file, ``fsync`` and ``os.replace``: an interrupted write (a kill, a power loss) never
+    leaves half a file under the real name (tables, metrics, plots, CLI outputs all go through here)."""
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     tmp = path + ".tmp"
     with open(tmp, "wb") as f:
         f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
     os.replace(tmp, path)
 
 

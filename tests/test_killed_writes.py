@@ -200,3 +200,50 @@ def test_run_tables_killed_while_saving_its_results_keeps_the_rows_done(tmp_path
     assert sorted(json.load(open(results + ".json"))) == yamls[:2]  # the rows of the two YAMLs done
     assert rt.main(argv + ["--only", os.path.basename(yamls[2])[:-5]]) == 0
     assert sorted(json.load(open(results + ".json"))) == yamls[:3]
+
+
+def test_what_is_renamed_into_place_is_on_the_disk_first(tmp_path, monkeypatch):
+    """A power loss cannot be staged in a test: what protects against it can. A rename reaches the disk's journal
+    within seconds, the data of a file just written up to half a minute later; a checkpoint, best.safetensors or a
+    result renamed into place unsynced could come back empty after a power loss, the previous one already replaced
+    (and older checkpoints removed). Each must be fsynced before its rename, and the checkpoint folder's rename and
+    the ``latest`` pointer before older checkpoints go."""
+    from openprompt_ipt.serialization import write_text_atomic
+    from openprompt_ipt.training import checkpoint as ck
+
+    events = []
+    real_fsync, real_replace, real_rmtree = os.fsync, os.replace, ck.shutil.rmtree
+    monkeypatch.setattr(os, "fsync", lambda fd: (events.append(("fsync", os.readlink(f"/proc/self/fd/{fd}"))),
+                                                 real_fsync(fd))[1])
+    monkeypatch.setattr(os, "replace", lambda a, b: (events.append(("replace", str(a), str(b))), real_replace(a, b))[1])
+    monkeypatch.setattr(ck.shutil, "rmtree", lambda p, **k: (events.append(("rmtree", str(p))), real_rmtree(p, **k))[1])
+
+    def synced_before_renamed(path, renamed_as, synced=None):
+        at = events.index(("replace", path, renamed_as))
+        return ("fsync", synced or path) in events[:at]
+
+    write_text_atomic(str(tmp_path / "metrics.json"), "{}")
+    assert synced_before_renamed(str(tmp_path / "metrics.json.tmp"), str(tmp_path / "metrics.json"))
+
+    run, root = str(tmp_path / "run"), str(tmp_path / "run" / "checkpoints")
+    for step in (1, 2):
+        events.clear()
+        ck.save_checkpoint(run, {"w": torch.ones(2) * step}, {"w": torch.zeros(2)}, {"progress": {"global_step": step}},
+                           {"a": 1})
+    tmp, final = os.path.join(root, ".tmp-step-0000002"), os.path.join(root, "step-0000002")
+    for name in os.listdir(final):
+        assert synced_before_renamed(tmp, final, synced=os.path.join(tmp, name)), name
+    assert synced_before_renamed(tmp, final)
+    assert synced_before_renamed(os.path.join(root, "latest.tmp"), os.path.join(root, "latest"))
+    pointer = events.index(("replace", os.path.join(root, "latest.tmp"), os.path.join(root, "latest")))
+    pruned = events.index(("rmtree", os.path.join(root, "step-0000001")))
+    assert ("fsync", root) in events[pointer:pruned]  # the pointer's rename is on the disk before step 1 goes
+    assert ("fsync", root) in events[events.index(("replace", tmp, final)):pointer]
+
+    from openprompt_ipt.training import Trainer  # best.safetensors, written at every new best on dev
+    trainer = Trainer.__new__(Trainer)
+    trainer.output_dir, trainer.best_state = run, {"w": torch.ones(2)}
+    events.clear()
+    trainer._save_best()
+    best = os.path.join(run, "best.safetensors")
+    assert synced_before_renamed(best + ".tmp", best)

@@ -80,7 +80,7 @@ def save_checkpoint(run_dir: str, trainable: Dict[str, torch.Tensor], best: Opti
     """Write one checkpoint atomically and point ``latest`` at it; returns its directory."""
     from safetensors.torch import save_file
 
-    from ..serialization import usual_mode
+    from ..serialization import durable, usual_mode
 
     root = checkpoint_root(run_dir)
     os.makedirs(root, exist_ok=True)
@@ -96,15 +96,19 @@ def save_checkpoint(run_dir: str, trainable: Dict[str, torch.Tensor], best: Opti
     torch.save(state, os.path.join(tmp, STATE_FILE))
     with open(os.path.join(tmp, CONFIG_FILE), "w") as f:
         json.dump(config or {}, f, indent=2)
+    durable(*(os.path.join(tmp, f) for f in os.listdir(tmp)), tmp)  # on the disk before it is renamed into place
     stale = os.path.join(root, f".old-{name}")
     if os.path.isdir(final):  # the same step saved twice (epoch end after a step checkpoint): replace it, keeping
         shutil.rmtree(stale, ignore_errors=True)  # the old copy until the new one is in place (latest_checkpoint
         os.replace(final, stale)                  # reads it if an interrupt falls between the two renames)
     os.replace(tmp, final)
     shutil.rmtree(stale, ignore_errors=True)
+    durable(root)
     with open(os.path.join(root, LATEST + ".tmp"), "w") as f:
         f.write(name)
+    durable(os.path.join(root, LATEST + ".tmp"))
     os.replace(os.path.join(root, LATEST + ".tmp"), os.path.join(root, LATEST))
+    durable(root)  # the pointer moved before the older checkpoints are removed
     steps = sorted(d for d in os.listdir(root) if d.startswith("step-") and os.path.isdir(os.path.join(root, d)))
     for old in steps[:-max(1, keep)]:
         if old != name:

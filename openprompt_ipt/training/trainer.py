@@ -386,12 +386,13 @@ class Trainer:
     def _save_best(self) -> None:
         from safetensors.torch import save_file
 
-        from ..serialization import usual_mode
+        from ..serialization import durable, usual_mode
 
         os.makedirs(self.output_dir, exist_ok=True)
         path = os.path.join(self.output_dir, "best.safetensors")
         save_file(self.best_state, path + ".tmp")
         usual_mode(path + ".tmp")  # safetensors writes 0600; every other file of the run is 0644
+        durable(path + ".tmp")
         os.replace(path + ".tmp", path)
 
     def summary(self) -> Dict:
