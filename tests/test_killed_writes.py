@@ -247,3 +247,44 @@ def test_what_is_renamed_into_place_is_on_the_disk_first(tmp_path, monkeypatch):
     trainer._save_best()
     best = os.path.join(run, "best.safetensors")
     assert synced_before_renamed(best + ".tmp", best)
+
+
+# a finished tiny run (its epoch checkpoint kept), then a fresh run in the same folder (the Trainer API, PPT's last
+# step) killed while it removes the old checkpoints: one file of the checkpoint gone, the rest not yet
+CHECKPOINTS_REMOVAL_KILLED = """
+import glob, os, shutil, sys
+sys.path[:0] = [{root!r}, os.path.join({root!r}, "tests")]
+import openprompt_ipt  # noqa: F401  (its OpenPrompt shims first, as conftest.py does)
+from test_checkpoints import _bert_factory, tiny_run
+make = _bert_factory({tiny!r})
+tiny_run(make, {out!r}, epochs=1, checkpoint_every=0)
+def half_removed(path, **kwargs):
+    for f in glob.glob(os.path.join(path, "step-*", "trainable.safetensors")):
+        os.remove(f)
+    os._exit(9)
+shutil.rmtree = half_removed
+tiny_run(make, {out!r}, epochs=1, checkpoint_every=0)
+"""
+
+
+def test_a_kill_while_old_checkpoints_are_removed_leaves_no_pointer_to_a_half_removed_one(tiny_dir, tmp_path):
+    """``latest`` still named the half-removed checkpoint: --resume took it and failed on the missing file, again
+    at every try (a raw 'No such file or directory'), a finished PPT run's prompt with it."""
+    from openprompt_ipt.training.checkpoint import latest_checkpoint, load_checkpoint
+
+    out = str(tmp_path / "run")
+    assert run_child(CHECKPOINTS_REMOVAL_KILLED, tiny=tiny_dir, out=out) == 9
+    ckpt = latest_checkpoint(out)
+    assert ckpt is None or load_checkpoint(ckpt)["trainable"]
+
+
+def test_a_checkpoint_missing_a_file_is_one_line_naming_it(tmp_path):
+    """A checkpoint folder copied or removed only in part was a bare 'No such file or directory'."""
+    from openprompt_ipt.serialization import DamagedFile
+    from openprompt_ipt.training.checkpoint import load_checkpoint, save_checkpoint
+
+    path = save_checkpoint(str(tmp_path), {"w": torch.ones(2)}, None, {"progress": {"global_step": 1}}, {})
+    os.remove(os.path.join(path, "trainable.safetensors"))
+    with pytest.raises(DamagedFile, match=r"checkpoint '.*step-0000001' lacks trainable.safetensors \(removed or "
+                                          r"copied only in part\): delete the checkpoint folder"):
+        load_checkpoint(path)

@@ -75,6 +75,15 @@ def latest_checkpoint(run_dir: str) -> Optional[str]:
     return None
 
 
+def remove_checkpoints(run_dir: str) -> None:
+    """Remove every checkpoint of ``run_dir``, the ``latest`` pointer first: a kill in the middle of the removal
+    leaves no checkpoint to resume from, never a pointer to a half-removed one (``--resume`` failing on it)."""
+    root = checkpoint_root(run_dir)
+    if os.path.isfile(os.path.join(root, LATEST)):
+        os.remove(os.path.join(root, LATEST))
+    shutil.rmtree(root, ignore_errors=True)
+
+
 def save_checkpoint(run_dir: str, trainable: Dict[str, torch.Tensor], best: Optional[Dict[str, torch.Tensor]],
                     state: Dict, config: Optional[Dict], keep: int = 1) -> str:
     """Write one checkpoint atomically and point ``latest`` at it; returns its directory."""
@@ -125,6 +134,11 @@ def load_checkpoint(path: str) -> Dict:
         raise FileNotFoundError(f"'{path}' is not a checkpoint (no {STATE_FILE})")
     fix = (f"delete the checkpoint folder '{path}' (--resume then trains from the start) "
            "or rerun with --overwrite")
+    missing = [f for f in (CONFIG_FILE, TRAINABLE_FILE) if not os.path.isfile(os.path.join(path, f))]
+    if missing:  # a half-removed or half-copied folder: one line, not a bare 'No such file'
+        from ..serialization import DamagedFile
+
+        raise DamagedFile(f"checkpoint '{path}' lacks {' and '.join(missing)} (removed or copied only in part): {fix}")
     best = os.path.join(path, BEST_FILE)
     return {"config": read_json(os.path.join(path, CONFIG_FILE), fix),
             "trainable": read_safetensors(os.path.join(path, TRAINABLE_FILE), fix),

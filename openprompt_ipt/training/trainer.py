@@ -11,7 +11,6 @@ import contextlib
 import math
 import os
 import random
-import shutil
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Dict, List, Optional, Tuple
@@ -22,8 +21,8 @@ import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from ..serialization import trainable_state
-from .checkpoint import (Progress, check_parameter_names, checkpoint_root, latest_checkpoint, load_checkpoint, rng_state,
-                         save_checkpoint, set_rng_state)
+from .checkpoint import (Progress, check_parameter_names, checkpoint_root, latest_checkpoint, load_checkpoint,
+                         remove_checkpoints, rng_state, save_checkpoint, set_rng_state)
 from .distributed import Runtime, mark_sparse, resolve_device
 from .logs import RunLogger
 from .metrics import METRICS, answer_metrics, binary_metrics, classification_metrics, regression_metrics
@@ -218,7 +217,7 @@ class Trainer:
                 print(f"resuming from {resume}: optimizer step {progress.global_step}, epoch {progress.epoch} "
                       f"after {progress.batches_done} of {len(train_loader)} batches")
         elif self.output_dir and rt.is_main and os.path.isdir(checkpoint_root(self.output_dir)):
-            shutil.rmtree(checkpoint_root(self.output_dir))  # a fresh run: no stale checkpoint may outlive it
+            remove_checkpoints(self.output_dir)  # a fresh run: no stale checkpoint may outlive it
         self.info = {"resumed_from_step": resumed_from, "epochs": cfg.epochs, "processes": rt.world_size,
                      "mixed_precision": rt.mixed_precision}
         logger = RunLogger(self.output_dir if rt.is_main else None, resume_step=resumed_from, verbose=verbose)
