@@ -132,6 +132,14 @@ def test_metric(run_dir: str) -> Dict:
     return {"metric": metric, "value": round(s["test"][metric]["mean"], 4), "test_split": s.get("test_split")}
 
 
+def write_text_atomic(path: str, text: str) -> None:
+    """The results are rewritten after every YAML and read back to skip the rows done: a kill (Ctrl-C, the
+    machine's time limit) mid-write must leave the previous file, not a cut one that loses every row."""
+    from openprompt_ipt.serialization import write_text_atomic as write  # this checkout's (main puts it first)
+
+    write(path, text)
+
+
 def write_markdown(rows: Dict[str, Dict], command: str) -> None:
     ok = sum(r["status"] == "ok" for r in rows.values())
     lines = [
@@ -167,8 +175,7 @@ def write_markdown(rows: Dict[str, Dict], command: str) -> None:
         metric = f"{m['metric']} {m['value']:.4f}" if m else ""
         status = r["status"] if r["status"] == "ok" else f"{r['status']}: {r['error']}".replace("|", "\\|")
         lines.append(f"| {r['table']} | {os.path.basename(name)} | {status} | {r['seconds']:.1f} | {metric} |")
-    with open(RESULTS + ".md", "w") as f:
-        f.write("\n".join(lines) + "\n")
+    write_text_atomic(RESULTS + ".md", "\n".join(lines) + "\n")
 
 
 def main(argv=None) -> int:
@@ -212,8 +219,7 @@ def main(argv=None) -> int:
             row["error"] = first_error(log, rc, args.timeout)
             tqdm.write(f"{name}: {row['error']}")
         rows[name] = row
-        with open(RESULTS + ".json", "w") as f:
-            json.dump(rows, f, indent=1, sort_keys=True)
+        write_text_atomic(RESULTS + ".json", json.dumps(rows, indent=1, sort_keys=True))
         write_markdown(rows, command)
     if rows:
         write_markdown(rows, command)

@@ -132,10 +132,24 @@ def load_trainable(module: nn.Module, path: str, fix: str = "re-create it (rerun
         own[name].data.copy_(tensor)
 
 
+def durable(*paths: str) -> None:
+    """``fsync`` each file or folder: its bytes (a folder: its entries, a rename into it) are on the disk, not only in
+    the page cache. A rename is journaled within seconds, the renamed file's data up to half a minute later: without
+    this, a power loss just after a checkpoint or a result was renamed into place can leave it empty, the previous
+    one already replaced or removed."""
+    for path in paths:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
 def write_bytes_atomic(path: str, data: bytes, replace: bool = True) -> None:
-    """Write through a temp file of this call's own and rename it into place: an interrupted write never
-    leaves half a file under the real name, and two processes writing one file at once never mix their bytes
-    (tables, metrics, plots, CLI outputs all go through here). ``replace=False``: never replace a file that
+    """Write through a temp file of this call's own, ``fsync`` and rename it into place: an interrupted write
+    (a kill, a power loss) never leaves half a file under the real name, and two processes writing one file at
+    once never mix their bytes (tables, metrics, plots, CLI outputs all go through here). ``replace=False``:
+    never replace a file that
     exists, not even one another process wrote while this one worked (a check before the work cannot see
     that): ``FileExistsError``, this call's bytes dropped."""
     folder = os.path.dirname(path) or "."
@@ -144,6 +158,8 @@ def write_bytes_atomic(path: str, data: bytes, replace: bool = True) -> None:
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
+            f.flush()
+            os.fsync(f.fileno())  # on the disk before the rename: a power loss never leaves it empty (durable())
         usual_mode(tmp)  # mkstemp makes it 0600; every other output is 0644
         if replace:
             os.replace(tmp, path)

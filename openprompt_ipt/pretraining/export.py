@@ -73,6 +73,7 @@ def abandon_if_empty(work: str, out: str, disposable: tuple = ()) -> None:
 
 def _prepare(out: str, run_config: Dict, overwrite: bool, log: Callable, resume: bool, refusal) -> str:
     work = partial_dir(out)
+    recover(out, log)
     if _only_config(work):  # left by a failed start (older versions): empty
         shutil.rmtree(work)
     pending = os.path.isfile(os.path.join(work, REPLACES))  # an interrupted --overwrite run
@@ -120,21 +121,43 @@ def finalize(work: str, out: str, keep: tuple = ()) -> None:
             os.remove(path)
     with open(os.path.join(work, DONE), "w") as f:
         f.write("complete\n")
+    _move_into_place(work, out)
+    from ..training.run_dir import release
+
+    release(out)
+
+
+def _move_into_place(work: str, out: str) -> None:
+    """Rename the finished ``work`` folder to ``out``; an old export goes to ``<out>.old`` first and is removed
+    last. A kill between the renames leaves ``<out>.old`` and a finished ``work``: ``recover`` completes it."""
+    old = os.path.normpath(out) + ".old"
     if os.path.exists(out):
-        old = os.path.normpath(out) + ".old"
         if os.path.exists(old):
             shutil.rmtree(old)
         os.replace(out, old)
-        os.replace(work, out)
-        shutil.rmtree(old)
     else:
         parent = os.path.dirname(os.path.normpath(out))
         if parent:
             os.makedirs(parent, exist_ok=True)
-        os.replace(work, out)
-    from ..training.run_dir import release
+    os.replace(work, out)
+    if os.path.exists(old):
+        shutil.rmtree(old)
 
-    release(out)
+
+def recover(out: str, log: Callable = print) -> None:
+    """Finish what a run killed inside ``finalize`` left (under the export's lock): a work folder holding ``DONE``
+    is a complete export whose move was cut short (``<out>`` maybe gone, the old one in ``<out>.old``): it is moved
+    into place now, never discarded by ``--overwrite`` or trained again by ``--resume``. An ``<out>.old`` left
+    beside a finished ``<out>`` (a kill while removing it) goes; one left without ``<out>`` is put back."""
+    work, old = partial_dir(out), os.path.normpath(out) + ".old"
+    if is_finished(work):
+        _move_into_place(work, out)
+        log(f"the interrupted run had finished: its export is now in {out}")
+    elif os.path.isdir(old) and is_finished(out):
+        shutil.rmtree(old)
+    elif os.path.isdir(old) and not os.path.exists(out) and is_finished(old):
+        os.replace(old, out)
+        log(f"put the previous export back in {out} (an interrupted run had moved it to {old})")
 
 
 def write_classifier(work: str, model, info: Dict) -> None:

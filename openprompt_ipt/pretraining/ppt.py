@@ -263,9 +263,9 @@ def run_ppt(cfg: Dict, data_root: Optional[str] = None, output_dir: Optional[str
     for name in (PAIRS_FILE, "best.safetensors"):
         if os.path.exists(os.path.join(work, name)):
             os.remove(os.path.join(work, name))
-    import shutil
+    from ..training.checkpoint import remove_checkpoints
 
-    shutil.rmtree(os.path.join(work, "checkpoints"), ignore_errors=True)
+    remove_checkpoints(work)
     finalize(work, out)
     info["output_dir"] = out
     return info

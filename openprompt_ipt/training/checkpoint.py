@@ -75,12 +75,21 @@ def latest_checkpoint(run_dir: str) -> Optional[str]:
     return None
 
 
+def remove_checkpoints(run_dir: str) -> None:
+    """Remove every checkpoint of ``run_dir``, the ``latest`` pointer first: a kill in the middle of the removal
+    leaves no checkpoint to resume from, never a pointer to a half-removed one (``--resume`` failing on it)."""
+    root = checkpoint_root(run_dir)
+    if os.path.isfile(os.path.join(root, LATEST)):
+        os.remove(os.path.join(root, LATEST))
+    shutil.rmtree(root, ignore_errors=True)
+
+
 def save_checkpoint(run_dir: str, trainable: Dict[str, torch.Tensor], best: Optional[Dict[str, torch.Tensor]],
                     state: Dict, config: Optional[Dict], keep: int = 1) -> str:
     """Write one checkpoint atomically and point ``latest`` at it; returns its directory."""
     from safetensors.torch import save_file
 
-    from ..serialization import usual_mode
+    from ..serialization import durable, usual_mode
 
     root = checkpoint_root(run_dir)
     os.makedirs(root, exist_ok=True)
@@ -96,15 +105,19 @@ def save_checkpoint(run_dir: str, trainable: Dict[str, torch.Tensor], best: Opti
     torch.save(state, os.path.join(tmp, STATE_FILE))
     with open(os.path.join(tmp, CONFIG_FILE), "w") as f:
         json.dump(config or {}, f, indent=2)
+    durable(*(os.path.join(tmp, f) for f in os.listdir(tmp)), tmp)  # on the disk before it is renamed into place
     stale = os.path.join(root, f".old-{name}")
     if os.path.isdir(final):  # the same step saved twice (epoch end after a step checkpoint): replace it, keeping
         shutil.rmtree(stale, ignore_errors=True)  # the old copy until the new one is in place (latest_checkpoint
         os.replace(final, stale)                  # reads it if an interrupt falls between the two renames)
     os.replace(tmp, final)
     shutil.rmtree(stale, ignore_errors=True)
+    durable(root)
     with open(os.path.join(root, LATEST + ".tmp"), "w") as f:
         f.write(name)
+    durable(os.path.join(root, LATEST + ".tmp"))
     os.replace(os.path.join(root, LATEST + ".tmp"), os.path.join(root, LATEST))
+    durable(root)  # the pointer moved before the older checkpoints are removed
     steps = sorted(d for d in os.listdir(root) if d.startswith("step-") and os.path.isdir(os.path.join(root, d)))
     for old in steps[:-max(1, keep)]:
         if old != name:
@@ -121,6 +134,11 @@ def load_checkpoint(path: str) -> Dict:
         raise FileNotFoundError(f"'{path}' is not a checkpoint (no {STATE_FILE})")
     fix = (f"delete the checkpoint folder '{path}' (--resume then trains from the start) "
            "or rerun with --overwrite")
+    missing = [f for f in (CONFIG_FILE, TRAINABLE_FILE) if not os.path.isfile(os.path.join(path, f))]
+    if missing:  # a half-removed or half-copied folder: one line, not a bare 'No such file'
+        from ..serialization import DamagedFile
+
+        raise DamagedFile(f"checkpoint '{path}' lacks {' and '.join(missing)} (removed or copied only in part): {fix}")
     best = os.path.join(path, BEST_FILE)
     return {"config": read_json(os.path.join(path, CONFIG_FILE), fix),
             "trainable": read_safetensors(os.path.join(path, TRAINABLE_FILE), fix),

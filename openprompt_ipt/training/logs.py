@@ -9,6 +9,7 @@ the file reads as if the run had never stopped. TensorBoard event files go to ``
 from __future__ import annotations
 
 import csv
+import io
 import json
 import os
 from typing import Dict, Optional
@@ -28,12 +29,16 @@ class RunLogger:
         kept = []
         if resume_step is not None and os.path.isfile(self.path):
             with open(self.path, newline="") as f:
-                kept = [r for r in csv.DictReader(f) if int(r["step"]) <= resume_step]
-        self._file = open(self.path, "w", newline="")
+                kept = [r for r in _rows(f, self.path) if int(r["step"]) <= resume_step]
+        # the kept rows go to a new file that replaces the old one whole, and the run appends to it: a kill while
+        # they are written leaves the old log as it was, not a truncated one the next --resume would keep
+        with open(self.path + ".tmp", "w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=FIELDS)
+            writer.writeheader()
+            writer.writerows(kept)
+        os.replace(self.path + ".tmp", self.path)
+        self._file = open(self.path, "a", newline="")
         self._writer = csv.DictWriter(self._file, fieldnames=FIELDS)
-        self._writer.writeheader()
-        self._writer.writerows(kept)
-        self._file.flush()
         if tensorboard:
             try:
                 from torch.utils.tensorboard import SummaryWriter
@@ -61,10 +66,25 @@ class RunLogger:
             self._tb = None
 
 
+def _rows(f, path: str):
+    """The rows of a log.csv; a last line without its line end (cut short by a kill: power loss, a full disk) is
+    left out, any other bad row is one ValueError naming the file and line."""
+    text = f.read()
+    if not text.endswith("\n"):
+        text = text[:text.rfind("\n") + 1]
+    for n, r in enumerate(csv.DictReader(io.StringIO(text, newline="")), 2):
+        try:
+            int(r["step"]), int(r["epoch"]), float(r["value"])
+        except (TypeError, ValueError):
+            raise ValueError(f"'{path}' line {n} is not step,epoch,name,value: {dict(r)} (the file was edited or "
+                             "damaged): delete the line") from None
+        yield r
+
+
 def read_log(path: str):
     with open(path, newline="") as f:
         return [{"step": int(r["step"]), "epoch": int(r["epoch"]), "name": r["name"], "value": float(r["value"])}
-                for r in csv.DictReader(f)]
+                for r in _rows(f, path)]
 
 
 def _peft_run(run_dir: str) -> bool:

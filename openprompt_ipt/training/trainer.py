@@ -11,7 +11,6 @@ import contextlib
 import math
 import os
 import random
-import shutil
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Dict, List, Optional, Tuple
@@ -22,8 +21,8 @@ import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from ..serialization import trainable_state
-from .checkpoint import (Progress, check_parameter_names, checkpoint_root, latest_checkpoint, load_checkpoint, rng_state,
-                         save_checkpoint, set_rng_state)
+from .checkpoint import (Progress, check_parameter_names, checkpoint_root, latest_checkpoint, load_checkpoint,
+                         remove_checkpoints, rng_state, save_checkpoint, set_rng_state)
 from .distributed import Runtime, mark_sparse, resolve_device
 from .logs import RunLogger
 from .metrics import METRICS, answer_metrics, binary_metrics, classification_metrics, regression_metrics
@@ -205,6 +204,8 @@ class Trainer:
             if scaler is not None and st.get("scaler"):
                 scaler.load_state_dict(st["scaler"])
             self.best_state, self.best_metrics = ckpt["best"], st["best_metrics"]
+            if self.output_dir and rt.is_main:
+                self._restore_best()
             cfg.history[:] = st["history"]
             progress = Progress(**st["progress"])
             if gen is not None and st.get("loader_generator") is not None:
@@ -216,7 +217,7 @@ class Trainer:
                 print(f"resuming from {resume}: optimizer step {progress.global_step}, epoch {progress.epoch} "
                       f"after {progress.batches_done} of {len(train_loader)} batches")
         elif self.output_dir and rt.is_main and os.path.isdir(checkpoint_root(self.output_dir)):
-            shutil.rmtree(checkpoint_root(self.output_dir))  # a fresh run: no stale checkpoint may outlive it
+            remove_checkpoints(self.output_dir)  # a fresh run: no stale checkpoint may outlive it
         self.info = {"resumed_from_step": resumed_from, "epochs": cfg.epochs, "processes": rt.world_size,
                      "mixed_precision": rt.mixed_precision}
         logger = RunLogger(self.output_dir if rt.is_main else None, resume_step=resumed_from, verbose=verbose)
@@ -372,15 +373,25 @@ class Trainer:
                              "dataset.path at the data it used; for this data, start a new run (--overwrite, or "
                              "another --output-dir)")
 
+    def _restore_best(self) -> None:
+        """On resume: best.safetensors as the checkpoint's best. A kill after a dev evaluation saved a new best but
+        before its checkpoint left that best on disk; the resumed run (on a GPU, not bit-identical) may never
+        reach it again, and the file predict loads would then not be the model its metrics.json reports."""
+        if self.best_state is not None:
+            self._save_best()
+        elif os.path.isfile(os.path.join(self.output_dir, "best.safetensors")):
+            os.remove(os.path.join(self.output_dir, "best.safetensors"))
+
     def _save_best(self) -> None:
         from safetensors.torch import save_file
 
-        from ..serialization import usual_mode
+        from ..serialization import durable, usual_mode
 
         os.makedirs(self.output_dir, exist_ok=True)
         path = os.path.join(self.output_dir, "best.safetensors")
         save_file(self.best_state, path + ".tmp")
         usual_mode(path + ".tmp")  # safetensors writes 0600; every other file of the run is 0644
+        durable(path + ".tmp")
         os.replace(path + ".tmp", path)
 
     def summary(self) -> Dict:
