@@ -149,9 +149,8 @@ def write_bytes_atomic(path: str, data: bytes, replace: bool = True) -> None:
     """Write through a temp file of this call's own, ``fsync`` and rename it into place: an interrupted write
     (a kill, a power loss) never leaves half a file under the real name, and two processes writing one file at
     once never mix their bytes (tables, metrics, plots, CLI outputs all go through here). ``replace=False``:
-    never replace a file that
-    exists, not even one another process wrote while this one worked (a check before the work cannot see
-    that): ``FileExistsError``, this call's bytes dropped."""
+    never replace a file that exists, not even one another process wrote while this one worked (a check
+    before the work cannot see that): ``FileExistsError``, this call's bytes dropped."""
     folder = os.path.dirname(path) or "."
     os.makedirs(folder, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.", suffix=".tmp")

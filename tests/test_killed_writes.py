@@ -185,18 +185,35 @@ def test_run_tables_killed_while_saving_its_results_keeps_the_rows_done(tmp_path
             self.f.flush()
             raise KeyboardInterrupt
 
+    real_fdopen = os.fdopen
+    json_name = os.path.basename(results) + ".json"
+
+    def written(file, mode):
+        name = os.path.basename(str(file))  # the file itself, or an atomic write's own temp file beside it
+        return "w" in mode and (name == json_name or name.startswith(f".{json_name}."))
+
     def cut_third_json_write(file, mode="r", *a, **k):  # the 3rd time RESULTS.json is written
         f = real_open(file, mode, *a, **k)
-        if "w" in mode and str(file).startswith(results + ".json"):
+        if written(file, mode):
+            opened[0] += 1
+            if opened[0] == 3:
+                return Cut(f)
+        return f
+
+    def cut_third_json_fdopen(fd, mode="r", *a, **k):  # the same, for a temp file opened by its descriptor
+        f = real_fdopen(fd, mode, *a, **k)
+        if written(os.readlink(f"/proc/self/fd/{fd}"), mode):
             opened[0] += 1
             if opened[0] == 3:
                 return Cut(f)
         return f
 
     monkeypatch.setattr(builtins, "open", cut_third_json_write)
+    monkeypatch.setattr(os, "fdopen", cut_third_json_fdopen)
     with pytest.raises(KeyboardInterrupt):
         rt.main(argv)
     monkeypatch.setattr(builtins, "open", real_open)
+    monkeypatch.setattr(os, "fdopen", real_fdopen)
     assert sorted(json.load(open(results + ".json"))) == yamls[:2]  # the rows of the two YAMLs done
     assert rt.main(argv + ["--only", os.path.basename(yamls[2])[:-5]]) == 0
     assert sorted(json.load(open(results + ".json"))) == yamls[:3]
@@ -223,7 +240,8 @@ def test_what_is_renamed_into_place_is_on_the_disk_first(tmp_path, monkeypatch):
         return ("fsync", synced or path) in events[:at]
 
     write_text_atomic(str(tmp_path / "metrics.json"), "{}")
-    assert synced_before_renamed(str(tmp_path / "metrics.json.tmp"), str(tmp_path / "metrics.json"))
+    temp = next(e[1] for e in events if e[0] == "replace" and e[2] == str(tmp_path / "metrics.json"))
+    assert synced_before_renamed(temp, str(tmp_path / "metrics.json"))
 
     run, root = str(tmp_path / "run"), str(tmp_path / "run" / "checkpoints")
     for step in (1, 2):
