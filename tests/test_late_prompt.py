@@ -146,8 +146,8 @@ def test_save_load_and_a_deep_copy_keep_the_late_prompt(bert, tmp_path):
     (dict(generator="lpt", late_layer=1, text='{"soft"} {"placeholder":"text_a"} {"mask"} .'), '{"soft"} tokens'),
     (dict(generator="idpg", injection="late", late_layer=1, idpg={"depth": "multi"}), "idpg.depth 'multi'"),
     # a count that is not whole was truncated without a word (1.5 -> a bottleneck of 1)
-    (dict(generator="lpt", late_layer=1, lpt={"bottleneck": 1.5}), "lpt.bottleneck must be an integer, got 1.5"),
-    (dict(generator="lpt", late_layer=1, lpt={"bottleneck": True}), "lpt.bottleneck must be an integer, got True"),
+    (dict(generator="lpt", late_layer=1, lpt={"bottleneck": 1.5}), "lpt.bottleneck must be a positive integer, got 1.5"),
+    (dict(generator="lpt", late_layer=1, lpt={"bottleneck": True}), "lpt.bottleneck must be a positive integer, got True"),
 ])
 def test_bad_late_settings_are_one_line(bert, kwargs, message):
     model, tok = bert

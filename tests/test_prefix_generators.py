@@ -193,6 +193,7 @@ BAD = [
     (dict(generator="idpg", injection="kv", idpg={"depth": "single"}), ValueError, "use injection: input"),
     (dict(generator="idpg", idpg={"encoder": "glove", "glove_path": "/nope/glove.txt"}), FileNotFoundError, "not found"),
     (dict(generator="ipt_random", ipt={"faithful": True, "instance_length": 3}), ValueError, "must equal task_length"),
+    (dict(generator="ipt_random", ipt={"instance_length": 2.5}), ValueError, "ipt.instance_length must be a positive"),
     (dict(generator="idpg", insert_position=2, idpg={"depth": "single"},
           text='{"placeholder":"text_a"} It was {"mask"}.'), ValueError, "needs a text_b placeholder"),
     (dict(generator="idpg", insert_position=7, idpg={"depth": "single"}), ValueError, "insert_position must be one of"),

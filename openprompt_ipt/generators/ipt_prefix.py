@@ -19,7 +19,7 @@ from typing import List, Optional
 import torch
 from torch import nn
 
-from .layered import GeneratorContext, LayerPromptGenerator
+from .layered import GeneratorContext, LayerPromptGenerator, positive_count
 from .prefix import PrefixConfig, TaskPrefix
 from .strategies import EncoderIPT, PretrainedIPT, RandomIPT
 
@@ -55,8 +55,8 @@ class IPTPrefixGenerator(LayerPromptGenerator):
     def __init__(self, ctx: GeneratorContext, config: IPTPrefixConfig):
         super().__init__(ctx, config)
         d = ctx.hidden_size
-        self.task_length = int(config.task_length or ctx.prompt_length)
-        self.instance_length = int(config.instance_length or ctx.prompt_length)
+        self.task_length = positive_count("ipt.task_length", config.task_length or ctx.prompt_length)
+        self.instance_length = positive_count("ipt.instance_length", config.instance_length or ctx.prompt_length)
         if config.faithful and self.instance_length != self.task_length:
             raise ValueError(f"ipt.faithful adds G(x) onto the task prefix, so instance_length ({self.instance_length}) "
                              f"must equal task_length ({self.task_length})")

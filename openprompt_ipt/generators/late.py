@@ -19,7 +19,7 @@ from typing import Optional
 import torch
 from torch import nn
 
-from .layered import GeneratorContext, LayerPromptGenerator
+from .layered import GeneratorContext, LayerPromptGenerator, positive_count
 from .pooling import bin_mask, pool_to_length
 
 KINDS = ("npg", "appg", "mppg", "plain")
@@ -50,8 +50,7 @@ class LatePromptGenerator(LayerPromptGenerator):
         if ctx.injection != "late":
             raise ValueError(f"the lpt generator makes its prompt from the hidden states at late_layer: use injection: "
                              f"late, not '{ctx.injection}'")
-        if int(config.bottleneck) <= 0:
-            raise ValueError(f"lpt.bottleneck must be a positive integer, got {config.bottleneck}")
+        positive_count("lpt.bottleneck", config.bottleneck)
         if not 0.0 <= float(config.dropout) < 1.0:
             raise ValueError(f"lpt.dropout must be in [0, 1), got {config.dropout}")
         d, t, m = ctx.hidden_size, ctx.prompt_length, int(config.bottleneck)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import typing
 from dataclasses import dataclass
 from typing import Any, Dict, Optional, Type
 
@@ -60,14 +59,14 @@ def make_config(cls: Type, values: Optional[Dict], where: str):
             match = difflib.get_close_matches(key, names, n=1)
             hint = f"did you mean '{match[0]}'?" if match else f"valid: {names}"
             raise KeyError(f"unknown key '{where}.{key}' ({hint})")
-    hints = typing.get_type_hints(cls)
-    for key, value in values.items():  # a count given as 1.5 or true would otherwise be truncated without a word
-        if hints.get(key) in (int, Optional[int]) and value is not None and (
-                isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value)):
-            raise ValueError(f"{where}.{key} must be an integer, got {value!r}")
-        if hints.get(key) in (int, Optional[int]) and isinstance(value, float):
-            values[key] = int(value)
     return cls(**values)
+
+
+def positive_count(where: str, value) -> int:
+    """A size from a config section: a positive int (1.5 or true were truncated / read as 1 without a word)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{where} must be a positive integer, got {value!r}")
+    return value
 
 
 class LayerPromptGenerator(nn.Module):
