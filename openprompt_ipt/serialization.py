@@ -3,12 +3,15 @@ atomic text writes, the one JSON-lines reader, and reads of saved files that fai
 file is damaged (a truncated checkpoint, a half-copied ``best.safetensors``)."""
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import tempfile
 from typing import Iterable, Iterator
 
 from torch import nn
+
+PAIR_KEY = "config_sha256"  # save_trainable: the hash of the config saved beside the weights
 
 
 def sorted_metadata(path: str) -> str:
@@ -50,14 +53,42 @@ def save_trainable(module: nn.Module, directory: str, weights_file: str, config_
     from safetensors.torch import save_file
 
     os.makedirs(directory, exist_ok=True)
-    # write both into a temp dir first, then rename: no half-written pair is ever visible
+    text = json.dumps(config, indent=2)
+    # write both into a temp dir first, then rename: no half-written file is ever visible; the weights carry
+    # their config's hash, so a save cut between the two renames (new weights, old config) is found at load
     with tempfile.TemporaryDirectory(dir=directory) as tmp:
-        save_file(trainable_state(module, skip), os.path.join(tmp, weights_file))
+        save_file(trainable_state(module, skip), os.path.join(tmp, weights_file),
+                  metadata={PAIR_KEY: hashlib.sha256(text.encode("utf-8")).hexdigest()})
         usual_mode(os.path.join(tmp, weights_file))
         with open(os.path.join(tmp, config_file), "w") as f:
-            json.dump(config, f, indent=2)
+            f.write(text)
         os.replace(os.path.join(tmp, weights_file), os.path.join(directory, weights_file))
         os.replace(os.path.join(tmp, config_file), os.path.join(directory, config_file))
+
+
+class ConfigChangedWarning(UserWarning):
+    """A saved config that is not the one saved with its weights: edited by hand, or a save cut short."""
+
+
+def check_saved_pair(directory: str, weights_file: str, config_file: str) -> None:
+    """The weights and config of a ``save_trainable`` folder come from one save, or a warning says otherwise: a
+    save interrupted between its two renames left new weights beside the old config (a hand edit of the config
+    looks the same, so it loads as the config now says). Files saved before the hash was kept pass."""
+    import warnings
+
+    from safetensors import safe_open
+
+    weights = os.path.join(directory, weights_file)
+    try:
+        with safe_open(weights, "pt") as f:
+            want = (f.metadata() or {}).get(PAIR_KEY)
+    except Exception:  # missing or damaged: the weights' own load says so
+        return
+    with open(os.path.join(directory, config_file), "rb") as f:
+        if want and hashlib.sha256(f.read()).hexdigest() != want:
+            warnings.warn(f"'{directory}': {config_file} is not the config saved with {weights_file} (edited since, "
+                          "or a save interrupted between the two files): loading it as it reads now; if it was not "
+                          "edited, save the prompt again", ConfigChangedWarning, stacklevel=3)
 
 
 class DamagedFile(ValueError):

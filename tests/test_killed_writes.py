@@ -306,3 +306,33 @@ def test_a_checkpoint_missing_a_file_is_one_line_naming_it(tmp_path):
     with pytest.raises(DamagedFile, match=r"checkpoint '.*step-0000001' lacks trainable.safetensors \(removed or "
                                           r"copied only in part\): delete the checkpoint folder"):
         load_checkpoint(path)
+
+
+def test_a_template_save_cut_between_its_two_renames_is_one_line_at_load(bert, tmp_path, monkeypatch):
+    """save_pretrained renames the weights, then the config: a kill between the two, re-saving into a folder,
+    left the new weights beside the old config, and from_pretrained built the old config's template and loaded
+    the new weights into it without a word (the same shapes: another prompt). The weights now carry their
+    config's hash: a config that is not theirs is a warning (a hand edit looks the same, so it still loads)."""
+    from helpers import TEXT
+
+    from openprompt_ipt import InstanceWiseTemplate
+
+    model, tok = bert
+    folder = str(tmp_path / "t")
+    InstanceWiseTemplate(model, tok, text=TEXT, prompt_length=2).save_pretrained(folder)
+    InstanceWiseTemplate.from_pretrained(folder, model, tok)  # one whole save loads
+    real_replace = os.replace
+
+    def killed_after_the_weights(a, b):
+        real_replace(a, b)
+        if b.endswith(".safetensors"):
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(os, "replace", killed_after_the_weights)
+    with pytest.raises(KeyboardInterrupt):
+        InstanceWiseTemplate(model, tok, text=TEXT.replace("question:", "asked:"), prompt_length=2).save_pretrained(folder)
+    monkeypatch.setattr(os, "replace", real_replace)
+    from openprompt_ipt.serialization import ConfigChangedWarning
+
+    with pytest.warns(ConfigChangedWarning, match="is not the config saved with template.safetensors"):
+        InstanceWiseTemplate.from_pretrained(folder, model, tok)

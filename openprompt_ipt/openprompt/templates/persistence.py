@@ -13,7 +13,7 @@ import torch
 
 from ...generators import (cannot_rebuild, check_exported_tables, exported_tables, exports_in_weights,
                            rebuilding_saved, tokenizer_fingerprint)
-from ...serialization import load_trainable, read_json, save_trainable
+from ...serialization import check_saved_pair, load_trainable, read_json, save_trainable
 
 CONFIG_FILE, WEIGHTS_FILE = "template_config.json", "template.safetensors"
 SAVED_WITH = "saved_with"  # the config's entry for what the template was trained with (not a constructor argument)
@@ -111,6 +111,7 @@ class TrainedTemplateMixin:
         if not isinstance(config, dict):
             raise ValueError(f"'{path}' holds a {type(config).__name__}, not the JSON object save_pretrained() writes: "
                              "save the template again")
+        check_saved_pair(directory, WEIGHTS_FILE, CONFIG_FILE)  # a warning: a hand edit looks the same
         record = config.pop(SAVED_WITH, None) or {}  # absent in folders saved before it was recorded
         _check_backbone(record, model, tokenizer, directory)
         try:
