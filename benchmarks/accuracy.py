@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import csv
 import functools
-import hashlib
 import io
 import json
 import os
@@ -216,15 +215,11 @@ def _backbone_shape(folder: str) -> Optional[Dict]:
 def _weights_digest(folder: str) -> Optional[str]:
     """sha256 of a local checkpoint's weights file: a copy of the same model matches, weights rounded to fp16
     (benchmarks/prepare_device_carry.sh --local) do not, though their shape does."""
-    for name in ("model.safetensors", "pytorch_model.bin"):
-        path = os.path.join(folder, name)
-        if os.path.isfile(path):
-            digest = hashlib.sha256()
-            with open(path, "rb") as f:
-                for block in iter(lambda: f.read(1 << 20), b""):
-                    digest.update(block)
-            return digest.hexdigest()
-    return None
+    from openprompt_ipt.serialization import file_sha256
+
+    path = next((p for p in (os.path.join(folder, n) for n in ("model.safetensors", "pytorch_model.bin"))
+                 if os.path.isfile(p)), None)
+    return file_sha256(path) if path else None
 
 
 def same_backbone(recorded, now) -> bool:

@@ -70,6 +70,15 @@ class ConfigChangedWarning(UserWarning):
     """A saved config that is not the one saved with its weights: edited by hand, or a save cut short."""
 
 
+def file_sha256(path: str) -> str:
+    """sha256 of a file's bytes, read in blocks (a local dataset file, a checkpoint's weights)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
 def check_saved_pair(directory: str, weights_file: str, config_file: str) -> None:
     """The weights and config of a ``save_trainable`` folder come from one save, or a warning says otherwise: a
     save interrupted between its two renames left new weights beside the old config (a hand edit of the config

@@ -109,3 +109,18 @@ def run_process_group(cmd, env, timeout: int = 300):
         raise AssertionError(f"timed out after {timeout} s (killed with its workers): {' '.join(map(str, cmd))}\n"
                              f"{err[-3000:]}") from None
     return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
+def write_encoder_export(template, folder, meta: dict) -> None:
+    """An Encoder IPT body export (classifier.safetensors + classifier.json) as category pretraining writes it,
+    taken from ``template``'s own encoder body."""
+    import json
+    import os
+
+    from safetensors.torch import save_file
+
+    os.makedirs(folder, exist_ok=True)
+    body = template.generator.encoder.body.state_dict()
+    save_file({"body." + k: v.contiguous() for k, v in body.items()}, os.path.join(folder, "classifier.safetensors"))
+    with open(os.path.join(folder, "classifier.json"), "w") as f:
+        json.dump(meta, f)

@@ -2,22 +2,15 @@
 (results/accuracy/<group>/) say. A table is written when its own group runs; one whose rows reuse another
 group's runs (``from_group``) goes stale when those runs change, which no command run for the other group
 catches. No training here: the tables are rebuilt from the runs' metrics.json."""
-import importlib.util
 import os
 
 import pytest
 import yaml
+from test_glue_study import _accuracy  # benchmarks/accuracy.py, loaded by path
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DOCS = os.path.join(ROOT, "docs", "results")
 RUNS = os.path.join(ROOT, "results", "accuracy")
-
-
-def _accuracy():
-    spec = importlib.util.spec_from_file_location("accuracy_tables", os.path.join(ROOT, "benchmarks", "accuracy.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def documented_groups():

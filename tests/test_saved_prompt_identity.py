@@ -148,19 +148,16 @@ def test_hf_folder_with_only_its_json_config_names_the_missing_weights(bert, tmp
 def test_encoder_export_of_another_vocabulary_is_refused(bert, tiny_dir, tmp_path):
     """classifier.json records the tokenizer the encoder was pretrained on; a body learned on another vocabulary's
     embeddings loaded without a word (a pretrained start in name only)."""
-    from safetensors.torch import save_file
+    from helpers import write_encoder_export
 
     model, tok = bert
     fresh = InstanceWiseTemplate(model, tok, text='{"placeholder":"text_a"} {"mask"}', strategy="encoder",
                                  prompt_length=2, encoder_hidden=8)
     export = tmp_path / "exports" / "textcnn-other"
-    export.mkdir(parents=True)
-    save_file({"body." + k: v.contiguous() for k, v in fresh.generator.encoder.body.state_dict().items()},
-              str(export / "classifier.safetensors"))
     other = _reversed_vocab_tokenizer(tiny_dir, tmp_path)
     meta = {"encoder": fresh.generator.encoder.config.to_dict(), "tokenizer": "other_bert",
             "tokenizer_fingerprint": tokenizer_fingerprint(other)}
-    (export / "classifier.json").write_text(json.dumps(meta))
+    write_encoder_export(fresh, export, meta)
     with pytest.raises(ValueError, match=r"encoder_path '.*textcnn-other' was pretrained on the vocabulary of "
                                          r"'other_bert' but this template's tokenizer '.*bert' has another .*: "
                                          r"python experiments/pretrain_categories.py --config yamls/pretrain_textcnn.yaml "

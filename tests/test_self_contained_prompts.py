@@ -65,17 +65,14 @@ def test_prefix_ipt_pretrained_and_encoder_body_load_without_their_export(bert, 
 def test_encoder_ipt_body_from_an_export_loads_without_it(bert, tmp_path):
     """Encoder IPT on the PLM's own embeddings, its body from an export (encoder_path): the body trains, so it is
     saved; the export was read again at load only to be overwritten."""
-    from safetensors.torch import save_file
+    from helpers import write_encoder_export
 
     model, tok = bert
     fresh = InstanceWiseTemplate(model, tok, text='{"placeholder":"text_a"} {"mask"}', strategy="encoder",
                                  prompt_length=2, encoder_hidden=8)
     export = tmp_path / "exports" / "textcnn-tiny"
-    export.mkdir(parents=True)
-    save_file({"body." + k: v.contiguous() for k, v in fresh.generator.encoder.body.state_dict().items()},
-              str(export / "classifier.safetensors"))
-    (export / "classifier.json").write_text(json.dumps({"encoder": fresh.generator.encoder.config.to_dict(),
-                                                        "tokenizer_fingerprint": tokenizer_fingerprint(tok)}))
+    write_encoder_export(fresh, export, {"encoder": fresh.generator.encoder.config.to_dict(),
+                                         "tokenizer_fingerprint": tokenizer_fingerprint(tok)})
     pm = _nudged(build(model, tok, strategy="encoder", prompt_length=2, encoder_hidden=8, encoder_path=str(export)))
     _round_trip(pm, tok, InstanceWiseTemplate, str(tmp_path / "tpl"), str(export))
 

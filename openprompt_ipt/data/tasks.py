@@ -8,7 +8,6 @@ Templates and verbalizers live in the YAMLs, not here. Protocol and tables: ``do
 from __future__ import annotations
 
 import csv
-import hashlib
 import importlib.util
 import json
 import math
@@ -19,6 +18,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from openprompt.data_utils import InputExample
 
+from ..serialization import file_sha256
 from .rows import refuse_rows, report_skipped, row_problems
 
 SPLITS = ("train", "validation", "test")
@@ -67,7 +67,7 @@ class LocalFile:
         # datasets keys its cache of a local file by path and mtime: a file replaced by another of the same mtime
         # (cp -p, an unpacked archive) would read as the old rows. A config name holding the content's hash keys it
         # by what the file says.
-        content = f"sha256-{_digest(file)}"
+        content = f"sha256-{file_sha256(file)[:16]}"
         if self.name.endswith(".json"):  # one JSON document: a list of rows, or a dict whose values are rows
             with open(file, encoding="utf-8") as f:
                 try:
@@ -95,14 +95,6 @@ def _unreadable(file: str, fmt: str, error: Exception) -> Exception:
         return ValueError(f"data file {file} {problem}: write one JSON object per line (fix or remove that line)")
     reason = (str(cause).strip().splitlines() or [type(cause).__name__])[0][:200]
     return ValueError(f"data file {file} cannot be read as {fmt} ({type(cause).__name__}: {reason}): fix the file")
-
-
-def _digest(file: str) -> str:
-    h = hashlib.sha256()
-    with open(file, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()[:16]
 
 
 @dataclass(frozen=True)
