@@ -711,3 +711,28 @@ def test_accuracy_tells_a_local_backbone_with_other_weights_apart(tmp_path):
     assert not bench.same_backbone(str(folders["a"]), str(folders["rounded"]))
     assert bench.result_differences({"plm": {"model_path": str(folders["rounded"])}},
                                     {"plm": {"model_path": str(folders["a"])}})
+
+
+def test_inference_speed_of_cached_idpg_pays_the_cls_pass_unseen_examples_pay(tmp_path, monkeypatch):
+    """Inference is timed on the batch the training steps ran: M-IDPG's cache of M(x) held every row, so the cached
+    row's ex/s left out the [CLS] pass of the PLM that each unseen example needs. Every eval forward now runs it."""
+    from openprompt_ipt.generators.sentence import PLMClsEncoder
+
+    model, tok = conftest._bert(str(tmp_path))
+    ckpt = tmp_path / "bert"
+    model.save_pretrained(str(ckpt))
+    bench = _load("efficiency")
+    eval_passes = []
+    real = PLMClsEncoder.forward
+
+    def counting(self, *a, **k):
+        before = self.passes
+        out = real(self, *a, **k)
+        if not self.training:  # the inference loop's forwards (training steps run in train mode)
+            eval_passes.append(self.passes - before)
+        return out
+    monkeypatch.setattr(PLMClsEncoder, "forward", counting)
+    rc = bench.main(["--backbone", str(ckpt), "--batch-size", "2", "--seq-len", "24", "--rounds", "1", "--steps", "2",
+                     "--no-memory", "--methods", "M-IDPG-PHM (cached [CLS])", "--data-root", str(tmp_path / "no-data")])
+    assert rc == 0
+    assert eval_passes == [2, 2, 2]  # warm-up + 2 timed forwards, each a PLM pass over both rows
