@@ -453,6 +453,7 @@ def main(argv=None) -> int:
                    help="only the measured peak memory per method, each in a fresh process (no timing)")
     p.add_argument("--memory-of", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    args.command = command_line(sys.argv[1:] if argv is None else argv)
     from openprompt_ipt.training.distributed import resolve_device
 
     try:  # the runner's check: a name torch does not know, or a GPU this machine lacks, is one line
@@ -526,7 +527,7 @@ def main(argv=None) -> int:
         lines.append(f"| {n} | {trainable(runs[n][0]):,} | {ms:.{1 if ms < 100 else 0}f} | {ratio} | {flops[n] / 1e9:.4g} | {fratio} | "
                      f"{memory[n]:.0f} | "
                      f"{mratio} | {saved[n]:.0f} | {_ratio(saved, n)} | {infer[n]:.1f} |")
-    lines += paired_ratios(times, args.steps)
+    lines += paired_ratios(times, args.steps) + ["", f"Command: `{args.command}`"]
     text = "\n".join(lines)
     print(text)
     if args.output:
@@ -538,9 +539,15 @@ def main(argv=None) -> int:
     return 0
 
 
+def command_line(argv) -> str:
+    """The command that made a report, quoted to paste back into a shell (method names hold spaces and brackets)."""
+    import shlex
+    return shlex.join(["python", "benchmarks/efficiency.py", *argv])
+
+
 def _emit(args, lines, payload) -> None:
     """Print the report; with --output, write it and a JSON of the arguments and the numbers beside it."""
-    text = "\n".join(lines)
+    text = "\n".join(lines + ["", f"Command: `{args.command}`"])
     print(text)
     if args.output:
         from openprompt_ipt.serialization import write_text_atomic

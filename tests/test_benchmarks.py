@@ -736,3 +736,23 @@ def test_inference_speed_of_cached_idpg_pays_the_cls_pass_unseen_examples_pay(tm
                      "--no-memory", "--methods", "M-IDPG-PHM (cached [CLS])", "--data-root", str(tmp_path / "no-data")])
     assert rc == 0
     assert eval_passes == [2, 2, 2]  # warm-up + 2 timed forwards, each a PLM pass over both rows
+
+
+def test_efficiency_report_says_the_command_that_made_it(tmp_path):
+    """A committed table must say how it was made: the report's last line is the command, quoted so that pasting it
+    back gives the same arguments (method names hold spaces and brackets), and the JSON beside it carries it too."""
+    import shlex
+
+    model, tok = conftest._bert(str(tmp_path))
+    ckpt = tmp_path / "bert"
+    model.save_pretrained(str(ckpt))
+    bench = _load("efficiency")
+    out = tmp_path / "act.md"
+    argv = ["--backbone", str(ckpt), "--batch-size", "2", "--seq-len", "24", "--activations-only",
+            "--methods", "Prompt Tuning,M-IDPG-PHM (cached [CLS])", "--data-root", str(tmp_path / "no-data"),
+            "--output", str(out)]
+    assert bench.main(argv) == 0
+    last = out.read_text().strip().splitlines()[-1]
+    assert last.startswith("Command: `") and last.endswith("`")
+    assert shlex.split(last[len("Command: `"):-1]) == ["python", "benchmarks/efficiency.py", *argv]
+    assert json.loads((tmp_path / "act.json").read_text())["args"]["command"] == last[len("Command: `"):-1]
