@@ -7,9 +7,10 @@ same ``AutoModelForSequenceClassification`` and the same batch, in one process r
 A step is what the Trainer does per batch: forward with labels, backward, AdamW (lr 1e-3) step. Every model
 is its own copy of the backbone with a fresh classification head; all train the head too (PEFT's
 ``modules_to_save`` for SEQ_CLS, ours ``modules_to_save``); t = 20 prompt positions everywhere (IPT: 4 task
-+ 16 instance). Methods are interleaved round by round so machine noise hits all alike; the time is the
-median over rounds of the mean of ``--steps`` steps. Pairs: our Prompt Tuning vs PEFT prompt tuning, our
-P-tuning v2 (kv) vs PEFT prefix tuning, our Prefix Tuning (MLP, 512) vs PEFT prefix tuning with
++ 16 instance). Methods are interleaved round by round, the order reversed every other round, so machine noise
+hits all alike; the time is the median over rounds of the mean of ``--steps`` steps, and each pair's ratio is also
+given per round (median, IQR, rounds at or below 1.0); ``--output`` writes the per-round times to a JSON beside
+it. Pairs: our Prompt Tuning vs PEFT prompt tuning, our P-tuning v2 (kv) vs PEFT prefix tuning, our Prefix Tuning (MLP, 512) vs PEFT prefix tuning with
 ``prefix_projection`` (512); IPT and M-IDPG-PHM are shown against PEFT prompt tuning. PEFT's prefix tuning
 runs on the classifier's encoder with the classifier's own head (``PeftPrefixClassifier``: PEFT cannot wrap a
 BERT classifier for prefix tuning under transformers 5.x).
@@ -130,8 +131,8 @@ def main(argv=None):
     for n in names:  # warm-up (allocations, lazy init)
         steps[n]()
     times = {n: [] for n in names}
-    for _ in range(args.rounds):
-        for n in names:
+    for r in range(args.rounds):
+        for n in round_order(names, r):
             t0 = time.perf_counter()
             for _ in range(args.steps):
                 steps[n]()
@@ -146,15 +147,37 @@ def main(argv=None):
              "| method | trainable (incl. head) | ms / step | spread (min-max) |", "|---|---:|---:|---:|"]
     for n in names:
         lines.append(f"| {n} | {trainable[n]:,} | {med[n]:.0f} | {min(times[n]):.0f}-{max(times[n]):.0f} |")
-    lines += ["", "| ours / PEFT (same run) | ratio of ms / step |", "|---|---:|"]
+    lines += ["", "| ours / PEFT (same run) | ratio of medians | per round: median (IQR) | rounds at or below 1.0 |",
+              "|---|---:|---:|---:|"]
     for a, b in PAIRS:
-        lines.append(f"| {a} / {b} | {med[a] / med[b]:.2f} |")
+        lines.append(f"| {a} / {b} | {med[a] / med[b]:.2f} | {paired(times[a], times[b])} |")
     text = "\n".join(lines) + "\n"
     print(text)
     if args.output:
+        import json
+
         from openprompt_ipt.serialization import write_text_atomic
         write_text_atomic(args.output, text)
+        write_text_atomic(os.path.splitext(args.output)[0] + ".json", json.dumps(
+            {"command": cmd.strip(), "args": vars(args), "ms_per_step_per_round": times}, indent=1))
     return 0
+
+
+def round_order(names, r):
+    """Round r's order, reversed every other round: a method's place in the round (what ran just before it,
+    a drift during the round) then hits every method alike."""
+    return list(names) if r % 2 == 0 else list(names)[::-1]
+
+
+def paired(ours, peer) -> str:
+    """Per-round ratios ours / peer (run seconds apart): their median, interquartile range (4+ rounds) and how many
+    are at or below 1.0, as two cells. A machine's drift moves both sides of a round alike, not a ratio of medians."""
+    ratios = sorted(a / b for a, b in zip(ours, peer))
+    spread = ""
+    if len(ratios) >= 4:
+        q1, _, q3 = statistics.quantiles(ratios, n=4)
+        spread = f" ({q1:.3f}–{q3:.3f})"
+    return f"{statistics.median(ratios):.3f}{spread} | {sum(x <= 1.0 for x in ratios)} of {len(ratios)}"
 
 
 if __name__ == "__main__":

@@ -756,3 +756,27 @@ def test_efficiency_report_says_the_command_that_made_it(tmp_path):
     assert last.startswith("Command: `") and last.endswith("`")
     assert shlex.split(last[len("Command: `"):-1]) == ["python", "benchmarks/efficiency.py", *argv]
     assert json.loads((tmp_path / "act.json").read_text())["args"]["command"] == last[len("Command: `"):-1]
+
+
+def test_hf_door_benchmark_alternates_the_order_and_gives_per_round_ratios(tmp_path):
+    """hf_door_vs_peft.py ran every round in one fixed order (PEFT always last) and reported only a ratio of medians;
+    its claims (e.g. "4 % faster") had no spread behind them. Now: the order reverses every other round, each pair
+    has per-round ratios (median, IQR, rounds at or below 1.0), and --output keeps the per-round times."""
+    bench = _load("hf_door_vs_peft")
+    names = ["a", "b", "c"]
+    assert [bench.round_order(names, r) for r in range(3)] == [names, names[::-1], names]
+    # a drifting machine: both sides of a round slow down alike; ours is 0.9x the peer in every round
+    peer = [100.0, 150.0, 200.0, 250.0, 300.0]
+    assert bench.paired([0.9 * x for x in peer], peer) == "0.900 (0.900–0.900) | 5 of 5"
+    assert bench.paired([110.0, 90.0], [100.0, 100.0]) == "1.000 | 1 of 2"  # under 4 rounds: no IQR claimed
+    if importlib.util.find_spec("peft") is None:
+        return
+    model, tok = conftest._bert(str(tmp_path))
+    model.save_pretrained(str(tmp_path / "bert"))
+    out = tmp_path / "door.md"
+    assert bench.main(["--backbone", str(tmp_path / "bert"), "--batch-size", "2", "--seq-len", "24", "--rounds", "2",
+                       "--steps", "1", "--output", str(out)]) == 0
+    assert "| ours Prompt Tuning / PEFT prompt tuning |" in out.read_text() and "of 2 |" in out.read_text()
+    raw = json.loads((tmp_path / "door.json").read_text())
+    assert raw["command"].startswith("python benchmarks/hf_door_vs_peft.py --backbone")
+    assert all(len(v) == 2 for v in raw["ms_per_step_per_round"].values())
