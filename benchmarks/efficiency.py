@@ -344,6 +344,7 @@ def _memory_cmd(args, name) -> list:
             "--batch-size", str(args.batch_size), "--seq-len", str(args.seq_len), "--device", args.device,
             "--data-root", args.data_root, "--mixed-precision", args.mixed_precision, "--tables", args.tables,
             *(["--late-layer", str(args.late_layer)] if args.late_layer else []),
+            *(["--keep-mlm-head"] if args.keep_mlm_head else []),  # the head's logits are memory too
             *(["--threads", str(args.threads)] if args.threads else [])]
 
 

@@ -780,3 +780,27 @@ def test_hf_door_benchmark_alternates_the_order_and_gives_per_round_ratios(tmp_p
     raw = json.loads((tmp_path / "door.json").read_text())
     assert raw["command"].startswith("python benchmarks/hf_door_vs_peft.py --backbone")
     assert all(len(v) == 2 for v in raw["ms_per_step_per_round"].values())
+
+
+
+def test_memory_processes_build_the_model_the_timed_one_builds(monkeypatch):
+    """Each method's memory is measured in a fresh process, which must build what the timed process built: with
+    --keep-mlm-head the vocabulary head (its logits and their gradient) ran in the timed steps but not in the memory
+    process, so the memory column silently left it out."""
+    bench = _load("efficiency")
+    parent, child = [], []
+    monkeypatch.setattr(bench, "memory_report", lambda args, names: parent.append(args) or 0)
+    monkeypatch.setattr(bench, "memory_only", lambda args: child.append(args))
+    monkeypatch.setattr(bench.torch, "set_num_threads", lambda n: None)  # --threads: not this test process's
+    common = ["--backbone", "minilm", "--memory-only", "--methods", "Prompt Tuning", "--device", "cpu",
+              "--mixed-precision", "bf16", "--tables", "dense", "--late-layer", "2", "--threads", "1",
+              "--batch-size", "3", "--seq-len", "40", "--data-root", "somewhere"]
+    for extra in ([], ["--keep-mlm-head"]):
+        parent.clear(), child.clear()
+        assert bench.main(common + extra) == 0
+        cmd = bench._memory_cmd(parent[0], "Prompt Tuning")
+        assert bench.main(cmd[2:]) == 0  # what the fresh process parses (cmd[:2]: python, the script)
+        for key in ("backbone", "batch_size", "seq_len", "device", "data_root", "mixed_precision", "tables",
+                    "late_layer", "threads", "keep_mlm_head"):
+            assert getattr(child[0], key) == getattr(parent[0], key), (key, extra)
+        assert child[0].memory_of == "Prompt Tuning"
