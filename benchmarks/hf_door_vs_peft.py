@@ -10,8 +10,8 @@ is its own copy of the backbone with a fresh classification head; all train the 
 + 16 instance). Methods are interleaved round by round, the order reversed every other round, so machine noise
 hits all alike; the time is the median over rounds of the mean of ``--steps`` steps, and each pair's ratio is also
 given per round (median, IQR, rounds at or below 1.0); ``--output`` writes the per-round times to a JSON beside
-it. Pairs: our Prompt Tuning vs PEFT prompt tuning, our P-tuning v2 (kv) vs PEFT prefix tuning, our Prefix Tuning (MLP, 512) vs PEFT prefix tuning with
-``prefix_projection`` (512); IPT and M-IDPG-PHM are shown against PEFT prompt tuning. PEFT's prefix tuning
+it. Pairs: our Prompt Tuning vs PEFT prompt tuning, our P-tuning v2 (kv) vs PEFT prefix tuning, our Prefix
+Tuning (MLP, 512) vs PEFT prefix tuning with ``prefix_projection`` (512); IPT and M-IDPG-PHM are shown against PEFT prompt tuning. PEFT's prefix tuning
 runs on the classifier's encoder with the classifier's own head (``PeftPrefixClassifier``: PEFT cannot wrap a
 BERT classifier for prefix tuning under transformers 5.x).
 """
