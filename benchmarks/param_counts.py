@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import sys
 import tempfile
 import time
@@ -181,11 +182,12 @@ def main(argv=None) -> int:
     p.add_argument("--architecture", default="roberta-large", help="a config shipped in openprompt_ipt/configs")
     p.add_argument("--output", default=None, help="also write the markdown here")
     args = p.parse_args(argv)
+    command = sys.argv[1:] if argv is None else argv  # the file says what made it, not what made the committed one
     started = time.time()
     model, tokenizer = random_masked_lm(args.architecture)
     glove = random_glove(os.path.join(tempfile.mkdtemp(), "glove300.txt"), tokenizer)
     lines = [f"Trainable prompt parameters on the {args.architecture} architecture (t = {T}; head excluded).", "",
-             f"Command: `python benchmarks/param_counts.py --output docs/performance/param_counts.md`. Each row names the configuration",
+             f"Command: `{shlex.join(['python', 'benchmarks/param_counts.py', *command])}`. Each row names the configuration",
              "counted; the IDPG rows are the ones yamls/idpg_table1/ runs.", "",
              "| method | configuration counted | ours | paper (A.1.2 arithmetic) | paper (Table 2) | match |",
              "|---|---|---:|---:|---:|:---:|"]

@@ -804,3 +804,12 @@ def test_memory_processes_build_the_model_the_timed_one_builds(monkeypatch):
                     "late_layer", "threads", "keep_mlm_head"):
             assert getattr(child[0], key) == getattr(parent[0], key), (key, extra)
         assert child[0].memory_of == "Prompt Tuning"
+
+
+def test_param_counts_report_names_the_command_that_made_it(tmp_path):
+    """param_counts.py wrote a fixed command line into every report, whatever it was run with (another --output
+    here): the file claimed it was the committed one's output."""
+    bench = _load("param_counts")
+    out = tmp_path / "counts.md"
+    bench.main(["--output", str(out)])
+    assert f"Command: `python benchmarks/param_counts.py --output {out}`" in out.read_text()
