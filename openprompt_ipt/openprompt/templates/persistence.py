@@ -10,9 +10,10 @@ import os
 import warnings
 
 import torch
+from openprompt.prompt_base import Template
 
-from ...generators import (cannot_rebuild, check_exported_tables, exported_tables, exports_in_weights,
-                           rebuilding_saved, tokenizer_fingerprint)
+from ...generators import (IDPGGenerator, InstancePromptGenerator, cannot_rebuild, check_exported_tables,
+                           exported_tables, exports_in_weights, rebuilding_saved, tokenizer_fingerprint)
 from ...serialization import check_saved_pair, load_trainable, read_json, save_trainable
 
 CONFIG_FILE, WEIGHTS_FILE = "template_config.json", "template.safetensors"
@@ -63,6 +64,41 @@ class TrainedTemplateMixin:
         if not mode and self.training:  # model.eval() after training-mode passes: was the template trained?
             self._check_updated("at evaluation")
         return super().train(mode)
+
+    # ---- the template text --------------------------------------------------------------------
+    @property
+    def text(self):
+        return self._text
+
+    @text.setter
+    def text(self, text):
+        """OpenPrompt's setter, undone when it raises: OpenPrompt leaves the refused text half-applied and its
+        ``_in_on_text_set`` stuck, so the next, good text was never parsed and failed 'has no {"mask"}'."""
+        saved = {**self.__dict__, "_modules": dict(self._modules)}
+        if isinstance(saved.get("init_config"), dict):
+            saved["init_config"] = dict(saved["init_config"])
+        try:
+            Template.text.fset(self, text)
+        except BaseException:
+            for key in set(self.__dict__) - set(saved):
+                del self.__dict__[key]
+            self.__dict__.update(saved)
+            raise
+
+    def _text_changed(self, generator) -> None:
+        """Called by ``on_text_set`` before OpenPrompt parses the new text."""
+        self._remember_text()
+        # OpenPrompt caches these on the first wrap_one_example and never recomputes them: after a new text the
+        # verbalizer read the old mask position (another token) and truncation cut the old parts, silently
+        self.loss_ids = self.shortenable_ids = None
+        self.__dict__["_reads_placeholders"] = reads_placeholder_text(generator)
+
+    def _check_placeholders(self) -> None:
+        """An instance prompt read from placeholder text, on a text without a placeholder, is one prompt for all."""
+        if self.__dict__.get("_reads_placeholders") and not any("placeholder" in d for d in self.text):
+            raise ValueError('template text has no {"placeholder": ...}: the instance prompt reads the example\'s own '
+                             'text from its placeholders ({"meta": ...} text is not read), so every example would get '
+                             'the same prompt: put the text in one, e.g. {"placeholder":"text_a"}')
 
     def _check_template_format(self):
         if not any("mask" in d for d in self.text):
@@ -126,6 +162,16 @@ class TrainedTemplateMixin:
         load_trainable(template, os.path.join(directory, WEIGHTS_FILE),
                        "save the template again with save_pretrained() (or train the run again)")
         return template
+
+
+def reads_placeholder_text(generator) -> bool:
+    """Whether ``generator``'s instance prompt reads the example through the placeholder flag (IPT with
+    ``token_source: content``, IDPG's M(x)); ``input_prefix`` reads raw input ids, a task prompt reads nothing."""
+    if generator is None:
+        return False
+    if isinstance(generator, IDPGGenerator):
+        return True
+    return any(isinstance(m, InstancePromptGenerator) and m.token_source == "content" for m in generator.modules())
 
 
 def check_saved_with(directory: str, template, model) -> None:
