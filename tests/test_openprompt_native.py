@@ -593,3 +593,18 @@ def test_a_text_without_placeholders_works_where_nothing_reads_them(bert, templa
     if kwargs.get("token_source") == "input_prefix":  # raw ids: the meta text makes the prompts differ
         prompts = template.prompt_vectors(batch)
         assert not torch.equal(prompts[0], prompts[1])
+
+
+@pytest.mark.parametrize("template_name", list(OURS))
+def test_a_missing_text_b_is_an_empty_one(bert, template_name):
+    """``InputExample(text_b=None)`` (a row without a second text) stopped OpenPrompt's ``wrap_one_example`` at
+    'can only concatenate str (not "NoneType") to str'; our runner already read it as "" (OpenPrompt's default)."""
+    from openprompt.data_utils import InputExample
+
+    model, tok = bert
+    template = our_template(template_name, model, tok, text=TEXT)
+    missing, empty = ([InputExample(guid="0", text_a="the cat sat", text_b=b, label=0)] for b in (None, ""))
+    got, want = (first_batch(template, tok, exs, max_seq_length=MAX_LEN) for exs in (missing, empty))
+    for key in ("input_ids", "loss_ids", template.registered_inputflag_names[2]):
+        assert torch.equal(got[key], want[key]), key
+    assert missing[0].text_b is None  # the user's example is left as it was

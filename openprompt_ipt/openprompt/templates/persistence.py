@@ -6,6 +6,7 @@ and a warning when nobody updates their parameters (an optimizer built from the 
 OpenPrompt's tutorial 1.2, trains the prompts as nothing and nothing would say so)."""
 from __future__ import annotations
 
+import copy
 import os
 import warnings
 
@@ -85,6 +86,11 @@ class TrainedTemplateMixin:
             self.__dict__.update(saved)
             raise
 
+    def wrap_one_example(self, example):
+        """OpenPrompt's, on a copy with "" for a ``text_a`` / ``text_b`` of None (OpenPrompt's own default is ""):
+        ``InputExample(text_b=None)`` stopped at 'can only concatenate str (not "NoneType") to str'."""
+        return super().wrap_one_example(text_fields_filled(example))
+
     def _text_changed(self, generator) -> None:
         """Called by ``on_text_set`` before OpenPrompt parses the new text."""
         self._remember_text()
@@ -162,6 +168,18 @@ class TrainedTemplateMixin:
         load_trainable(template, os.path.join(directory, WEIGHTS_FILE),
                        "save the template again with save_pretrained() (or train the run again)")
         return template
+
+
+def text_fields_filled(example):
+    """``example``, or a copy with "" where ``text_a`` / ``text_b`` is None: OpenPrompt's ``wrap_one_example``
+    concatenates them as strings and removes their keys from ``example.keys()``, which leaves out None values
+    ('list.remove(x): x not in list'). The example itself is unchanged."""
+    if getattr(example, "text_a", "") is not None and getattr(example, "text_b", "") is not None:
+        return example
+    filled = copy.copy(example)
+    filled.text_a = "" if example.text_a is None else example.text_a
+    filled.text_b = "" if example.text_b is None else example.text_b
+    return filled
 
 
 def reads_placeholder_text(generator) -> bool:
