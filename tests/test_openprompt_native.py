@@ -506,3 +506,105 @@ def test_save_pretrained_keeps_the_text_set_after_the_constructor(bert, tmp_path
     plain = lambda text: [{k: v for k, v in d.items() if not callable(v)} for d in text]  # noqa: E731  (parsed lambdas)
     assert plain(loaded.text) == plain(template.text) and loaded.text[0].get("mask", 0) is None  # the chosen line
     torch.testing.assert_close(logits[0], logits[1])
+
+
+OURS = {"instance_wise": dict(strategy="random", prompt_length=2),
+        "generated_prefix": dict(generator="ipt_random", prompt_length=2)}
+
+
+def our_template(name, model, tokenizer, **kwargs):
+    from openprompt_ipt import GeneratedPrefixTemplate, InstanceWiseTemplate
+
+    cls = {"instance_wise": InstanceWiseTemplate, "generated_prefix": GeneratedPrefixTemplate}[name]
+    return cls(model, tokenizer, **{**OURS[name], **kwargs})
+
+
+def first_batch(template, tokenizer, exs, **loader_kwargs):
+    from openprompt.plms.mlm import MLMTokenizerWrapper
+
+    return next(iter(PromptDataLoader(dataset=exs, template=template, tokenizer=tokenizer, batch_size=len(exs),
+                                      tokenizer_wrapper_class=MLMTokenizerWrapper, **loader_kwargs)))
+
+
+@pytest.mark.parametrize("template_name", list(OURS))
+def test_a_new_text_moves_the_mask_the_verbalizer_reads(bert, template_name):
+    """OpenPrompt caches ``loss_ids`` and ``shortenable_ids`` on the first ``wrap_one_example`` and never recomputes
+    them: after ``template.text = ...`` (or ``from_file`` with another choice) on a template that had wrapped
+    examples, the verbalizer read the old mask position, another token, and truncation cut the old parts."""
+    model, tok = bert
+    template = our_template(template_name, model, tok, text='{"placeholder":"text_a"} {"mask"} question')
+    first_batch(template, tok, examples(2), max_seq_length=MAX_LEN)
+    template.text = '{"placeholder":"text_a", "shortenable": False} question {"mask"}'
+    batch = first_batch(template, tok, examples(2), max_seq_length=MAX_LEN)
+    assert torch.equal(batch["input_ids"][batch["loss_ids"] > 0], torch.full((2,), tok.mask_token_id)), \
+        "loss_ids do not mark the [MASK] of the new text"
+    assert [d["shortenable_ids"] for d in template.wrap_one_example(examples(1)[0])[0]] == [0, 0, 0]
+
+
+@pytest.mark.parametrize("template_name", list(OURS))
+def test_a_refused_text_leaves_the_template_as_it_was(bert, template_name):
+    """OpenPrompt's text setter leaves a refused text half-applied and ``_in_on_text_set`` stuck: the next, good
+    text was never parsed and failed 'template text has no {"mask"}'."""
+    model, tok = bert
+    template = our_template(template_name, model, tok, text=TEXT)
+    before = template.wrap_one_example(examples(1)[0])
+    soft = template.soft_embedding
+    with pytest.raises(ValueError, match="mask"):
+        template.text = '{"placeholder":"text_a"} question .'
+    assert template.wrap_one_example(examples(1)[0]) == before and template.soft_embedding is soft
+    assert template.init_config["text"] == TEXT
+    template.text = '{"mask"} {"soft"} {"placeholder":"text_a"}'  # a good text is taken after a refused one
+    batch = first_batch(template, tok, examples(2), max_seq_length=MAX_LEN)
+    assert torch.equal(batch["input_ids"][batch["loss_ids"] > 0], torch.full((2,), tok.mask_token_id))
+    assert template.num_soft_token == 1 and template.init_config["text"] == '{"mask"} {"soft"} {"placeholder":"text_a"}'
+
+
+META_ONLY = '{"meta":"sentence"} it was {"mask"} .'
+
+
+@pytest.mark.parametrize("template_name,kwargs", [
+    ("instance_wise", dict(strategy="random")), ("instance_wise", dict(strategy="encoder", encoder_hidden=8)),
+    ("generated_prefix", dict(generator="ipt_random")),
+    ("generated_prefix", dict(generator="idpg", idpg=dict(hidden=8, phm_n=4, cache=False)))])
+def test_a_text_without_placeholders_is_refused_where_the_prompt_reads_them(bert, template_name, kwargs):
+    """The instance prompt reads the placeholders' tokens (the content flag): with the example's text in
+    ``{"meta": ...}`` only, every example silently got the same "instance-wise" prompt."""
+    model, tok = bert
+    with pytest.raises(ValueError, match=r'no \{"placeholder": \.\.\.\}.*the same prompt'):
+        our_template(template_name, model, tok, text=META_ONLY, **kwargs)
+    template = our_template(template_name, model, tok, text=TEXT, **kwargs)
+    with pytest.raises(ValueError, match="placeholder"):
+        template.text = META_ONLY
+    assert template.init_config["text"] == TEXT
+
+
+@pytest.mark.parametrize("template_name,kwargs", [
+    ("instance_wise", dict(strategy="none", prompt_length=0, task_prompt_length=2)),
+    ("instance_wise", dict(token_source="input_prefix", prompt_length=8)),
+    ("generated_prefix", dict(generator="prefix")), ("generated_prefix", dict(ipt=dict(token_source="input_prefix")))])
+def test_a_text_without_placeholders_works_where_nothing_reads_them(bert, template_name, kwargs):
+    from openprompt.data_utils import InputExample
+
+    model, tok = bert
+    template = our_template(template_name, model, tok, text=META_ONLY, **kwargs)
+    exs = [InputExample(guid=str(i), meta={"sentence": s}, label=0) for i, s in enumerate(["the cat sat", "a dog ran"])]
+    batch = first_batch(template, tok, exs, max_seq_length=MAX_LEN)
+    assert torch.equal(batch["input_ids"][batch["loss_ids"] > 0], torch.full((2,), tok.mask_token_id))
+    if kwargs.get("token_source") == "input_prefix":  # raw ids: the meta text makes the prompts differ
+        prompts = template.prompt_vectors(batch)
+        assert not torch.equal(prompts[0], prompts[1])
+
+
+@pytest.mark.parametrize("template_name", list(OURS))
+def test_a_missing_text_b_is_an_empty_one(bert, template_name):
+    """``InputExample(text_b=None)`` (a row without a second text) stopped OpenPrompt's ``wrap_one_example`` at
+    'can only concatenate str (not "NoneType") to str'; our runner already read it as "" (OpenPrompt's default)."""
+    from openprompt.data_utils import InputExample
+
+    model, tok = bert
+    template = our_template(template_name, model, tok, text=TEXT)
+    missing, empty = ([InputExample(guid="0", text_a="the cat sat", text_b=b, label=0)] for b in (None, ""))
+    got, want = (first_batch(template, tok, exs, max_seq_length=MAX_LEN) for exs in (missing, empty))
+    for key in ("input_ids", "loss_ids", template.registered_inputflag_names[2]):
+        assert torch.equal(got[key], want[key]), key
+    assert missing[0].text_b is None  # the user's example is left as it was

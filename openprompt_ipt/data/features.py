@@ -7,7 +7,6 @@ per batch in ``collate``.
 """
 from __future__ import annotations
 
-import copy
 from typing import Dict, List, Sequence
 
 import torch
@@ -17,27 +16,18 @@ from tqdm.auto import tqdm
 SEQUENCE_KEYS = ("input_ids", "attention_mask", "token_type_ids", "loss_ids", "soft_token_ids")
 
 
-def _text_fields_filled(example):
-    """OpenPrompt's ``wrap_one_example`` removes every placeholder key from ``example.keys()``, which
-    leaves out keys whose value is None, so a single-sentence example (``text_b=None``, as our task
-    loaders give) crashed with 'list.remove(x): x not in list'. A copy with "" (OpenPrompt's own
-    default) instead of None; the example itself is unchanged."""
-    if example.text_a is not None and example.text_b is not None:
-        return example
-    filled = copy.copy(example)
-    filled.text_a = "" if example.text_a is None else example.text_a
-    filled.text_b = "" if example.text_b is None else example.text_b
-    return filled
-
-
 def encode_examples(examples: Sequence, template, tokenizer_wrapper, desc: str = "tokenizing",
                     show_progress: bool = True) -> List[Dict]:
     if len(examples) == 0:
         raise ValueError(f"no examples to encode ({desc}): check the data path and split name")
+    # the door's (our templates fill None texts themselves; OpenPrompt's own do not): here, not at the top, since
+    # it loads OpenPrompt, which importing the data package must not
+    from ..openprompt.templates.persistence import text_fields_filled
+
     keys = set(SEQUENCE_KEYS) | set(getattr(template, "registered_inputflag_names", ()))  # + the template's flags
     features = []
     for ex in tqdm(examples, desc=desc, leave=False, disable=not show_progress or len(examples) < 500):
-        wrapped = template.wrap_one_example(_text_fields_filled(ex))
+        wrapped = template.wrap_one_example(text_fields_filled(ex))
         enc = tokenizer_wrapper.tokenize_one_example(wrapped, teacher_forcing=False)
         length = int(sum(enc["attention_mask"]))
         feat = {k: torch.tensor(v[:length]) for k, v in enc.items() if k in keys}

@@ -87,10 +87,11 @@ class GeneratedPrefixTemplate(TrainedTemplateMixin, MixedTemplate):
 
     # ---- OpenPrompt hooks -------------------------------------------------------------------
     def on_text_set(self):
-        self._remember_text()
+        self._text_changed(self.generator)
         super().on_text_set()
         parts = {"text_a": 1, "text_b": 2}
         self.text_part_ids = [parts.get(d.get("placeholder"), 3) if "placeholder" in d else 0 for d in self.text]
+        self._check_placeholders()
         if self.injection != "kv" and self.insert_position in (2, 3) and 2 not in self.text_part_ids:
             raise ValueError(f"insert_position {self.insert_position} ({INSERT_POSITIONS[self.insert_position]}) "
                              "needs a text_b placeholder in the template text: use 0, 1 or 4 for single sentences")

@@ -67,9 +67,10 @@ class InstanceWiseTemplate(TrainedTemplateMixin, MixedTemplate):
 
     # ---- OpenPrompt hooks -------------------------------------------------------------------
     def on_text_set(self):
-        self._remember_text()
+        self._text_changed(self.generator)
         super().on_text_set()
         self.instance_token_ids = [1 if "placeholder" in d else 0 for d in self.text]
+        self._check_placeholders()
         if self.num_soft_token == 0:  # MixedTemplate always makes a 1-row table; nothing uses it here
             self.soft_embedding.weight.requires_grad_(False)
 

@@ -6,13 +6,15 @@ and a warning when nobody updates their parameters (an optimizer built from the 
 OpenPrompt's tutorial 1.2, trains the prompts as nothing and nothing would say so)."""
 from __future__ import annotations
 
+import copy
 import os
 import warnings
 
 import torch
+from openprompt.prompt_base import Template
 
-from ...generators import (cannot_rebuild, check_exported_tables, exported_tables, exports_in_weights,
-                           rebuilding_saved, tokenizer_fingerprint)
+from ...generators import (IDPGGenerator, InstancePromptGenerator, cannot_rebuild, check_exported_tables,
+                           exported_tables, exports_in_weights, rebuilding_saved, tokenizer_fingerprint)
 from ...serialization import check_saved_pair, load_trainable, read_json, save_trainable
 
 CONFIG_FILE, WEIGHTS_FILE = "template_config.json", "template.safetensors"
@@ -63,6 +65,46 @@ class TrainedTemplateMixin:
         if not mode and self.training:  # model.eval() after training-mode passes: was the template trained?
             self._check_updated("at evaluation")
         return super().train(mode)
+
+    # ---- the template text --------------------------------------------------------------------
+    @property
+    def text(self):
+        return self._text
+
+    @text.setter
+    def text(self, text):
+        """OpenPrompt's setter, undone when it raises: OpenPrompt leaves the refused text half-applied and its
+        ``_in_on_text_set`` stuck, so the next, good text was never parsed and failed 'has no {"mask"}'."""
+        saved = {**self.__dict__, "_modules": dict(self._modules)}
+        if isinstance(saved.get("init_config"), dict):
+            saved["init_config"] = dict(saved["init_config"])
+        try:
+            Template.text.fset(self, text)
+        except BaseException:
+            for key in set(self.__dict__) - set(saved):
+                del self.__dict__[key]
+            self.__dict__.update(saved)
+            raise
+
+    def wrap_one_example(self, example):
+        """OpenPrompt's, on a copy with "" for a ``text_a`` / ``text_b`` of None (OpenPrompt's own default is ""):
+        ``InputExample(text_b=None)`` stopped at 'can only concatenate str (not "NoneType") to str'."""
+        return super().wrap_one_example(text_fields_filled(example))
+
+    def _text_changed(self, generator) -> None:
+        """Called by ``on_text_set`` before OpenPrompt parses the new text."""
+        self._remember_text()
+        # OpenPrompt caches these on the first wrap_one_example and never recomputes them: after a new text the
+        # verbalizer read the old mask position (another token) and truncation cut the old parts, silently
+        self.loss_ids = self.shortenable_ids = None
+        self.__dict__["_reads_placeholders"] = reads_placeholder_text(generator)
+
+    def _check_placeholders(self) -> None:
+        """An instance prompt read from placeholder text, on a text without a placeholder, is one prompt for all."""
+        if self.__dict__.get("_reads_placeholders") and not any("placeholder" in d for d in self.text):
+            raise ValueError('template text has no {"placeholder": ...}: the instance prompt reads the example\'s own '
+                             'text from its placeholders ({"meta": ...} text is not read), so every example would get '
+                             'the same prompt: put the text in one, e.g. {"placeholder":"text_a"}')
 
     def _check_template_format(self):
         if not any("mask" in d for d in self.text):
@@ -126,6 +168,28 @@ class TrainedTemplateMixin:
         load_trainable(template, os.path.join(directory, WEIGHTS_FILE),
                        "save the template again with save_pretrained() (or train the run again)")
         return template
+
+
+def text_fields_filled(example):
+    """``example``, or a copy with "" where ``text_a`` / ``text_b`` is None: OpenPrompt's ``wrap_one_example``
+    concatenates them as strings and removes their keys from ``example.keys()``, which leaves out None values
+    ('list.remove(x): x not in list'). The example itself is unchanged."""
+    if getattr(example, "text_a", "") is not None and getattr(example, "text_b", "") is not None:
+        return example
+    filled = copy.copy(example)
+    filled.text_a = "" if example.text_a is None else example.text_a
+    filled.text_b = "" if example.text_b is None else example.text_b
+    return filled
+
+
+def reads_placeholder_text(generator) -> bool:
+    """Whether ``generator``'s instance prompt reads the example through the placeholder flag (IPT with
+    ``token_source: content``, IDPG's M(x)); ``input_prefix`` reads raw input ids, a task prompt reads nothing."""
+    if generator is None:
+        return False
+    if isinstance(generator, IDPGGenerator):
+        return True
+    return any(isinstance(m, InstancePromptGenerator) and m.token_source == "content" for m in generator.modules())
 
 
 def check_saved_with(directory: str, template, model) -> None:
