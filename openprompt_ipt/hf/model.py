@@ -24,6 +24,7 @@ from ..generators import cannot_rebuild, check_exported_tables, exported_tables,
 from ..generators.layered import InstanceInputs
 from ..injection import max_positions, prepend, trim_outputs
 from ..injection.checkpointing import carry_prompt
+from ..injection.layout import FAMILIES  # BERT-style encoders: the families whose layout the injection finds
 from ..prompting import build_input_prompt, build_layered_generator, input_prompt_vectors, place_prompts, release_prompts
 from ..prompting.layered_prompt import SECTIONS
 from ..serialization import read_json, read_safetensors, read_torch, write_text_atomic
@@ -38,8 +39,6 @@ WEIGHTS_FILE, CONFIG_KEY, FORMAT = SAFE_WEIGHTS_NAME, "instance_prompt_config", 
 CONFIG_FILE = "instance_prompt_config.json"           # a readable copy of CONFIG_KEY (save_pretrained)
 OLD_WEIGHTS_FILE = "instance_prompt.safetensors"      # format 1: weights + CONFIG_FILE, still read
 TORCH_WEIGHTS_FILE = WEIGHTS_NAME  # what Trainer.save_model / checkpoints write with save_safetensors=False (< 5)
-# BERT-style encoders: the families whose layout the per-layer injection finds (injection/layout.py)
-FAMILIES = ("bert", "roberta", "xlm-roberta", "camembert", "electra", "ernie", "data2vec-text", "roberta-prelayernorm")
 # heads whose per-position outputs the prompt positions would shift, unseen (start/end logits, choices, pretraining
 # and next-token heads): refused when the prompt is built
 UNSUPPORTED_HEADS = ("ForQuestionAnswering", "ForMultipleChoice", "ForPreTraining", "ForCausalLM", "LMHeadModel")

@@ -11,8 +11,11 @@ import torch
 
 from .batch import field
 
-# Families whose position ids start after padding_idx (so pad_token_id + 1 positions are unusable).
-_PADDING_OFFSET_FAMILIES = {"roberta", "xlm-roberta", "xlm-roberta-xl", "camembert", "roberta-prelayernorm"}
+# Families whose position ids start after padding_idx (so pad_token_id + 1 positions are unusable): transformers'
+# create_position_ids_from_input_ids in their embeddings. A family missing here gets BERT-style positions under a kv
+# prefix (shift) and a limit 2 too high, silently (tests/test_families.py checks every supported family).
+_PADDING_OFFSET_FAMILIES = {"roberta", "xlm-roberta", "xlm-roberta-xl", "camembert", "roberta-prelayernorm",
+                            "data2vec-text"}
 
 
 def max_positions(config) -> int:

@@ -1,0 +1,173 @@
+"""Every BERT-style family the doors claim (``injection.layout.FAMILIES``) gets the prompt right, not just runs it.
+
+Tiny random models of each family (hidden 32, 2 layers, 2 heads; RoBERTa-like families with the tiny RoBERTa
+tokenizer, BERT-like ones with the tiny BERT tokenizer): the position ids the model reads for the text are its own
+(plus the prompt's positions where the method numbers the text after the prompt), the max-positions check is the
+model's real limit, an example scores the same alone as in a right- or left-padded batch, and the prompt gets
+gradient. RoBERTa, XLM-R, CamemBERT, Data2Vec-text and RoBERTa-PreLayerNorm number positions from
+``padding_idx + 1``; BERT, ELECTRA and ERNIE from 0."""
+import copy
+import warnings
+
+import pytest
+import torch
+
+from conftest import _bert, _roberta
+from helpers import TEXT, examples, loader_for
+from test_hf_trainer import CASES, classifier_from
+from openprompt_ipt.hf import InstancePromptConfig, get_instance_prompt_model
+from openprompt_ipt.injection import max_positions
+from openprompt_ipt.injection.layout import FAMILIES
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+TEXTS = ["the cat sat on the mat and the dog ran fast", "a dog", "she said the movie was great", "good"]
+ROBERTA_LIKE = {"roberta": "Roberta", "xlm-roberta": "XLMRoberta", "camembert": "Camembert",
+                "data2vec-text": "Data2VecText", "roberta-prelayernorm": "RobertaPreLayerNorm"}
+SIZE = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64)
+
+
+def family_mlm(family, tiny_dir):
+    """(masked LM, tokenizer) of ``family``, random, tiny."""
+    import transformers
+
+    torch.manual_seed(0)
+    if family in ROBERTA_LIKE:
+        _, tok = _roberta(tiny_dir)
+        prefix = ROBERTA_LIKE[family]
+        cfg = getattr(transformers, f"{prefix}Config")(vocab_size=len(tok), max_position_embeddings=130, pad_token_id=1,
+                                                       bos_token_id=0, eos_token_id=2, type_vocab_size=1, **SIZE)
+        return getattr(transformers, f"{prefix}ForMaskedLM")(cfg).eval(), tok
+    _, tok = _bert(tiny_dir)
+    common = dict(vocab_size=len(tok), max_position_embeddings=128, pad_token_id=0, **SIZE)
+    if family == "ernie":  # ERNIE 3.0's task-type embeddings on
+        return transformers.ErnieForMaskedLM(transformers.ErnieConfig(use_task_id=True, task_type_vocab_size=3,
+                                                                      **common)).eval(), tok
+    if family == "electra":
+        return transformers.ElectraForMaskedLM(transformers.ElectraConfig(embedding_size=32, **common)).eval(), tok
+    return transformers.BertForMaskedLM(transformers.BertConfig(**common)).eval(), tok
+
+
+@pytest.fixture(params=FAMILIES)
+def family(request, tiny_dir):
+    return request.param, family_mlm(request.param, tiny_dir)
+
+
+NEW = [f for f in FAMILIES if f not in ("bert", "roberta")]
+
+
+@pytest.fixture(params=NEW)
+def other_family(request, tiny_dir):
+    """The families beside BERT and RoBERTa (which the other test files cover method by method)."""
+    return request.param, family_mlm(request.param, tiny_dir)
+
+
+def wrap(mlm, tok, **config):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the tiny tokenizers are not the families' own: a name warning
+        return get_instance_prompt_model(classifier_from(mlm, initializer_range=0.2), InstancePromptConfig(**config),
+                                         tokenizer=tok).eval()
+
+
+def positions_read(model, call):
+    """The position ids the model's position embeddings look up in the last pass of ``call()`` (B, n')."""
+    embeddings = model.get_base_model().base_model.embeddings if hasattr(model, "get_base_model") else model.base_model.embeddings
+    seen = []
+    hook = embeddings.position_embeddings.register_forward_pre_hook(lambda module, args: seen.append(args[0].clone()))
+    try:
+        with torch.no_grad():
+            call()
+    finally:
+        hook.remove()
+    return seen[-1]  # the last: the pass with the prompt (M-IDPG runs a prompt-free M(x) pass first)
+
+
+# method -> (config, where the text sits in the sequence the model numbers, how far its positions move)
+POSITION_CASES = {
+    "kv-shift": (dict(method="p_tuning_v2", prompt_length=3), 0, 3),
+    "kv-keep": (dict(method="p_tuning_v2", prompt_length=3, prefix_positions="keep"), 0, 0),
+    "prefix_tuning": (dict(method="prefix_tuning", prompt_length=3, options={"reparam_hidden": 8}), 0, 3),
+    "m_idpg-kv": (dict(method="m_idpg", injection="kv", prompt_length=3, options={"layer": "dnn", "hidden": 8}), 0, 3),
+    "input": (dict(method="prompt_tuning", prompt_length=3), 3, 3),
+}
+
+
+@pytest.mark.parametrize("case", list(POSITION_CASES))
+def test_the_text_is_at_the_models_own_positions(family, case):
+    """The text's position ids are those the bare model gives it, moved by the prompt's positions where the method
+    numbers the text after them (Prefix Tuning's shift, a prompt before the text); Data2Vec-text used to get
+    BERT's numbering under a shifted kv prefix (2 positions too low, its padding slot included)."""
+    name, (mlm, tok) = family
+    config, start, offset = POSITION_CASES[case]
+    enc = tok(TEXTS, padding=True, return_tensors="pt")
+    real, b = enc["attention_mask"].bool(), len(TEXTS)
+    base = classifier_from(mlm, initializer_range=0.2)
+    own = positions_read(base, lambda: base(**enc)).expand(b, -1)
+    model = wrap(mlm, tok, **copy.deepcopy(config))
+    read = positions_read(model, lambda: model(**enc)).expand(b, -1)[:, start:]
+    assert torch.equal(read[real], own[real] + offset), f"{name}: {read[0].tolist()} vs {(own[0] + offset).tolist()}"
+
+
+@pytest.mark.parametrize("case", ["kv-shift", "input"])
+def test_the_position_limit_is_the_models_own(family, case):
+    """A text that fills the model's positions with the prompt runs; one token more is the one line naming the
+    max_length, not the position table's index error (Data2Vec-text's limit was 2 too high)."""
+    name, (mlm, tok) = family
+    model = wrap(mlm, tok, **copy.deepcopy(POSITION_CASES[case][0]))
+    limit = max_positions(mlm.config)
+    assert limit == 128, f"{name}: max_positions {limit}, the model numbers 128 text positions"
+    fits = tok([" ".join(["dog"] * (limit - 3 - 2))], return_tensors="pt")  # 3 prompt positions, 2 special tokens
+    with torch.no_grad():
+        model(**fits)
+        over = tok([" ".join(["dog"] * (limit - 3 - 1))], return_tensors="pt")
+        with pytest.raises(ValueError, match=f"exceed the model's {limit} positions"):
+            model(**over)
+
+
+def test_the_openprompt_door_numbers_a_shifted_prefix_as_the_model_does(family):
+    """GeneratedPrefixTemplate's kv prefix (shift) on the family's masked LM: the same positions rule."""
+    from openprompt import PromptForClassification
+    from openprompt.prompts import ManualVerbalizer
+
+    from openprompt_ipt import GeneratedPrefixTemplate
+
+    name, (mlm, tok) = family
+    template = GeneratedPrefixTemplate(mlm, tok, text=TEXT, generator="prefix", injection="kv", prompt_length=3)
+    verbalizer = ManualVerbalizer(tok, num_classes=2, label_words=[["yes"], ["no"]])
+    pm = PromptForClassification(mlm, template, verbalizer, freeze_plm=True, plm_eval_mode=True)
+    batch = next(iter(loader_for(pm, tok, examples(4), 4)))
+    real = batch["attention_mask"].bool()
+    ids = batch["input_ids"]
+    own = positions_read(mlm, lambda: mlm(input_ids=ids, attention_mask=batch["attention_mask"])).expand(4, -1)
+    read = positions_read(mlm, lambda: pm(batch)).expand(4, -1)
+    assert torch.equal(read[real], own[real] + 3), f"{name}: {read[0].tolist()} vs {(own[0] + 3).tolist()}"
+
+
+BATCH_CASES = ["prompt_tuning", "ipt-random", "ipt-encoder", "prefix_tuning", "p_tuning_v2-kv", "p_tuning_v2-hidden",
+               "prefix_ipt-random", "s_idpg-dnn-cls", "m_idpg-phm-cls", "m_idpg-dnn-static-kv", "lpt-npg",
+               "late_ipt-random"]
+
+
+@pytest.mark.parametrize("case", BATCH_CASES)
+def test_an_example_scores_the_same_alone_and_padded_and_its_prompt_trains(other_family, case):
+    name, (mlm, tok) = other_family
+    model = wrap(mlm, tok, **copy.deepcopy(CASES[case]))
+    torch.manual_seed(3)
+    with torch.no_grad():  # off their initial values: a zero-initialised part would hide a leak
+        for p in model.parameters():
+            if p.requires_grad:
+                p.add_(torch.randn_like(p) * 0.3)
+    for side in ("right", "left"):
+        tok.padding_side = side
+        with torch.no_grad():
+            together = model(**tok(TEXTS, padding=True, return_tensors="pt")).logits
+            for i, text in enumerate(TEXTS):
+                alone = model(**tok([text], return_tensors="pt")).logits
+                torch.testing.assert_close(alone[0], together[i], rtol=0, atol=1e-5,
+                                           msg=f"{name} {side} padding: example {i} changed")
+    tok.padding_side = "right"
+    model.train()
+    model(**tok(TEXTS, padding=True, return_tensors="pt"), labels=torch.tensor([0, 1, 0, 1])).loss.backward()
+    prompt = {n: p.grad for n, p in model.named_parameters() if p.requires_grad and not n.startswith("base_model.")}
+    assert prompt and all(g is not None for g in prompt.values()), f"{name}: prompt parameters without gradient"
+    assert sum(g.abs().sum() for g in prompt.values()) > 0, f"{name}: the prompt's gradient is zero"
