@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from conftest import _bert, _roberta
-from helpers import TEXT, examples, loader_for
+from helpers import TEXT, build, examples, loader_for
 from test_hf_trainer import CASES, classifier_from
 from openprompt_ipt.hf import InstancePromptConfig, get_instance_prompt_model
 from openprompt_ipt.injection import max_positions
@@ -171,3 +171,17 @@ def test_an_example_scores_the_same_alone_and_padded_and_its_prompt_trains(other
     prompt = {n: p.grad for n, p in model.named_parameters() if p.requires_grad and not n.startswith("base_model.")}
     assert prompt and all(g is not None for g in prompt.values()), f"{name}: prompt parameters without gradient"
     assert sum(g.abs().sum() for g in prompt.values()) > 0, f"{name}: the prompt's gradient is zero"
+
+
+def test_the_openprompt_door_trains_with_a_soft_verbalizer_on_the_familys_head(family):
+    """OpenPrompt's SoftVerbalizer takes the masked LM's last child as its head; transformers 5 puts XLM-R's and
+    CamemBERT's ``lm_head`` first, and it raised "Can't not retrieve a linear layer" (compat.py shows it the head)."""
+    name, (mlm, tok) = family
+    pm = build(mlm, tok, strategy="random", prompt_length=3, task_prompt_length=2)
+    verbalizer = pm.verbalizer
+    assert torch.equal(verbalizer.original_head_last_layer, mlm.get_output_embeddings().weight.data), name
+    batch = next(iter(loader_for(pm, tok, examples(4), 4)))
+    pm.train()
+    torch.nn.functional.cross_entropy(pm(batch), batch["label"]).backward()
+    grads = [p.grad for p in pm.template.parameters() if p.requires_grad]
+    assert grads and all(g is not None and g.abs().sum() > 0 for g in grads), f"{name}: the prompt gets no gradient"
