@@ -185,3 +185,54 @@ def test_the_openprompt_door_trains_with_a_soft_verbalizer_on_the_familys_head(f
     torch.nn.functional.cross_entropy(pm(batch), batch["label"]).backward()
     grads = [p.grad for p in pm.template.parameters() if p.requires_grad]
     assert grads and all(g is not None and g.abs().sum() > 0 for g in grads), f"{name}: the prompt gets no gradient"
+
+
+def task_types_read(model, call):
+    """The task type ids ERNIE's task-type embeddings look up in the last pass of ``call()``."""
+    embeddings = model.get_base_model().base_model.embeddings
+    seen = []
+    hook = embeddings.task_type_embeddings.register_forward_pre_hook(lambda module, args: seen.append(args[0].clone()))
+    try:
+        with torch.no_grad():
+            call()
+    finally:
+        hook.remove()
+    return seen[-1]
+
+
+@pytest.mark.parametrize("case", ["input", "s_idpg", "kv-shift", "lpt"])
+def test_ernie_task_type_ids_reach_the_model_with_the_prompt(tiny_dir, case):
+    """ERNIE 3.0's task ids (``use_task_id``): the wrapper's forward had no ``task_type_ids`` (a TypeError; the
+    Trainer dropped the column unseen). They reach the model, each example's own id at its prompt's positions."""
+    mlm, tok = family_mlm("ernie", tiny_dir)
+    config = {"input": dict(method="prompt_tuning", prompt_length=3),
+              "s_idpg": dict(method="s_idpg", prompt_length=3, insert_position=1, options={"layer": "dnn", "hidden": 8}),
+              "kv-shift": POSITION_CASES["kv-shift"][0],
+              "lpt": dict(method="lpt", prompt_length=3, late_layer=1, options={"bottleneck": 8})}[case]
+    model = wrap(mlm, tok, **copy.deepcopy(config))
+    enc = tok(TEXTS, padding=True, return_tensors="pt")
+    task = torch.tensor([[1], [2], [1], [0]]).expand_as(enc["input_ids"]).contiguous()
+    read = task_types_read(model, lambda: model(**enc, task_type_ids=task))
+    assert read.shape[1] == enc["input_ids"].shape[1] + (3 if case in ("input", "s_idpg") else 0)
+    assert torch.equal(read, task[:, :1].expand_as(read)), "every position, the prompt's too, has the example's task id"
+    with torch.no_grad():
+        with model.disable_adapter():  # passed through: the base's own logits with these task ids
+            torch.testing.assert_close(model(**enc, task_type_ids=task).logits,
+                                       model.get_base_model()(**enc, task_type_ids=task).logits)
+        tok.padding_side = "left"
+        left = tok(TEXTS, padding=True, return_tensors="pt")
+        left_task = torch.tensor([[1], [2], [1], [0]]).expand_as(left["input_ids"]).contiguous()
+        torch.testing.assert_close(model(**left, task_type_ids=left_task).logits,
+                                   model(**enc, task_type_ids=task).logits, rtol=0, atol=1e-5)
+        for i, text in enumerate(TEXTS):
+            one = tok([text], return_tensors="pt")
+            alone = model(**one, task_type_ids=torch.full_like(one["input_ids"], int(task[i, 0]))).logits
+            torch.testing.assert_close(alone[0], model(**enc, task_type_ids=task).logits[i], rtol=0, atol=1e-5)
+
+
+def test_task_type_ids_on_another_family_are_one_line(tiny_dir):
+    mlm, tok = family_mlm("bert", tiny_dir)
+    model = wrap(mlm, tok, method="prompt_tuning", prompt_length=3)
+    enc = tok(TEXTS, padding=True, return_tensors="pt")
+    with pytest.raises(ValueError, match="task_type_ids are ERNIE's input; this model is 'bert'"):
+        model(**enc, task_type_ids=torch.zeros_like(enc["input_ids"]))
