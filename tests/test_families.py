@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from conftest import _bert, _roberta
-from helpers import TEXT, build, examples, loader_for
+from helpers import TEXT, build, build_prefix, examples, loader_for
 from test_hf_trainer import CASES, classifier_from
 from openprompt_ipt.hf import InstancePromptConfig, get_instance_prompt_model
 from openprompt_ipt.injection import max_positions
@@ -236,3 +236,38 @@ def test_task_type_ids_on_another_family_are_one_line(tiny_dir):
     enc = tok(TEXTS, padding=True, return_tensors="pt")
     with pytest.raises(ValueError, match="task_type_ids are ERNIE's input; this model is 'bert'"):
         model(**enc, task_type_ids=torch.zeros_like(enc["input_ids"]))
+
+
+OPENPROMPT_CASES = {
+    "instance_wise-random": (build, dict(strategy="random", prompt_length=3, task_prompt_length=2)),
+    "instance_wise-encoder": (build, dict(strategy="encoder", prompt_length=3, encoder="lstm", encoder_hidden=8)),
+    "prefix-kv": (build_prefix, dict(generator="prefix", injection="kv", prompt_length=3)),
+    "s_idpg-after_a": (build_prefix, dict(generator="idpg", insert_position=1, prompt_length=3,
+                                          idpg={"depth": "single", "layer": "dnn", "hidden": 8})),
+    "m_idpg-hidden": (build_prefix, dict(generator="idpg", prompt_length=3,
+                                         idpg={"depth": "multi", "layer": "phm", "hidden": 8, "phm_n": 4})),
+    "lpt-npg": (build_prefix, dict(generator="lpt", late_layer=1, prompt_length=3, lpt={"kind": "npg", "bottleneck": 8})),
+}
+
+
+@pytest.mark.parametrize("case", list(OPENPROMPT_CASES))
+def test_the_openprompt_door_scores_an_example_the_same_alone_and_padded(other_family, case):
+    name, (mlm, tok) = other_family
+    builder, kwargs = OPENPROMPT_CASES[case]
+    torch.manual_seed(0)
+    pm = builder(mlm, tok, **copy.deepcopy(kwargs))
+    torch.manual_seed(3)
+    with torch.no_grad():
+        for p in pm.template.parameters():
+            if p.requires_grad:
+                p.add_(torch.randn_like(p) * 0.3)
+    pm.eval()
+    exs = examples(4)
+    for i, text in enumerate(TEXTS):
+        exs[i].text_a = text
+    with torch.no_grad():
+        together = pm(next(iter(loader_for(pm, tok, exs, 4))))
+        for i, ex in enumerate(exs):
+            alone = pm(next(iter(loader_for(pm, tok, [ex], 1))))
+            torch.testing.assert_close(alone[0], together[i], rtol=0, atol=1e-5 * together.abs().max().item(),
+                                       msg=f"{name}: example {i} changed with padding")
