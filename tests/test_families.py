@@ -271,3 +271,13 @@ def test_the_openprompt_door_scores_an_example_the_same_alone_and_padded(other_f
             alone = pm(next(iter(loader_for(pm, tok, [ex], 1))))
             torch.testing.assert_close(alone[0], together[i], rtol=0, atol=1e-5 * together.abs().max().item(),
                                        msg=f"{name}: example {i} changed with padding")
+
+
+def test_the_soft_verbalizer_shim_keeps_its_arguments():
+    """The config check and OpenPrompt's ``load_verbalizer`` read SoftVerbalizer's arguments from its signature: a
+    wrapper that hid them refused ``soft_verbalizer.label_words`` in every YAML (the quick start included)."""
+    from openprompt.prompts import SoftVerbalizer
+
+    from openprompt_ipt.runner.config import class_arguments
+
+    assert {"classes", "num_classes", "label_words", "prefix", "multi_token_handler"} <= set(class_arguments(SoftVerbalizer))

@@ -22,6 +22,7 @@ The 4.39 Trainer's resume fix is the 🤗 door's (``hf/trainer_compat.py``).
 """
 from __future__ import annotations
 
+import functools
 import importlib.util
 import sys
 import types
@@ -250,6 +251,7 @@ def _soft_verbalizer_finds_the_vocabulary_head() -> None:
         return
     init = V.__init__
 
+    @functools.wraps(init)  # its signature stays the original's: OpenPrompt's loader and our config check read it
     def __init__(self, tokenizer, model, *args, **kwargs):
         init(self, tokenizer, _HeadLast.of(model) if model is not None else model, *args, **kwargs)
 
