@@ -24,6 +24,7 @@ from ..generators import cannot_rebuild, check_exported_tables, exported_tables,
 from ..generators.layered import InstanceInputs
 from ..injection import max_positions, prepend, trim_outputs
 from ..injection.checkpointing import carry_prompt
+from ..injection.layout import FAMILIES  # BERT-style encoders: the families whose layout the injection finds
 from ..prompting import build_input_prompt, build_layered_generator, input_prompt_vectors, place_prompts, release_prompts
 from ..prompting.layered_prompt import SECTIONS
 from ..serialization import read_json, read_safetensors, read_torch, write_text_atomic
@@ -38,8 +39,6 @@ WEIGHTS_FILE, CONFIG_KEY, FORMAT = SAFE_WEIGHTS_NAME, "instance_prompt_config", 
 CONFIG_FILE = "instance_prompt_config.json"           # a readable copy of CONFIG_KEY (save_pretrained)
 OLD_WEIGHTS_FILE = "instance_prompt.safetensors"      # format 1: weights + CONFIG_FILE, still read
 TORCH_WEIGHTS_FILE = WEIGHTS_NAME  # what Trainer.save_model / checkpoints write with save_safetensors=False (< 5)
-# BERT-style encoders: the families whose layout the per-layer injection finds (injection/layout.py)
-FAMILIES = ("bert", "roberta", "xlm-roberta", "camembert", "electra", "ernie", "data2vec-text", "roberta-prelayernorm")
 # heads whose per-position outputs the prompt positions would shift, unseen (start/end logits, choices, pretraining
 # and next-token heads): refused when the prompt is built
 UNSUPPORTED_HEADS = ("ForQuestionAnswering", "ForMultipleChoice", "ForPreTraining", "ForCausalLM", "LMHeadModel")
@@ -325,7 +324,9 @@ class InstancePromptModel(nn.Module):
                 token_type_ids: Optional[torch.Tensor] = None, special_tokens_mask: Optional[torch.Tensor] = None,
                 labels: Optional[torch.Tensor] = None, output_attentions: Optional[bool] = None,
                 output_hidden_states: Optional[bool] = None, return_dict: Optional[bool] = None,
-                num_items_in_batch: Optional[torch.Tensor | int] = None):
+                num_items_in_batch: Optional[torch.Tensor | int] = None, task_type_ids: Optional[torch.Tensor] = None):
+        """``task_type_ids``: ERNIE's task ids (``use_task_id``), widened over the prompt's positions with each
+        example's own id."""
         if input_ids is None:
             raise ValueError("InstancePromptModel needs input_ids (the instance prompt is made from the tokens)")
         if attention_mask is None:
@@ -333,17 +334,21 @@ class InstancePromptModel(nn.Module):
                              "and pad with DataCollatorWithPadding, which keeps it")
         verbalize = self.label_word_ids.numel() > 0
         token_loss = labels is not None and self._token_labels and not verbalize
+        if task_type_ids is not None and self.config.model_type != "ernie":
+            raise ValueError(f"task_type_ids are ERNIE's input; this model is '{self.config.model_type}': drop them "
+                             "from the batch")
         order = right_padding_order(attention_mask)  # left padding: read as right padding (hf/padding.py)
         if order is not None:
-            input_ids, attention_mask, token_type_ids, special_tokens_mask = (
-                take(t, order) for t in (input_ids, attention_mask, token_type_ids, special_tokens_mask))
+            input_ids, attention_mask, token_type_ids, special_tokens_mask, task_type_ids = (
+                take(t, order) for t in (input_ids, attention_mask, token_type_ids, special_tokens_mask, task_type_ids))
             labels = take(labels, order) if token_loss else labels
         content, parts = instance_tokens(input_ids, attention_mask, special_tokens_mask, self.special_ids)
         batch = {"inputs_embeds": self.base_model.get_input_embeddings()(input_ids), "attention_mask": attention_mask}
         if self._checkpointing and self.training and torch.is_grad_enabled():
             batch["inputs_embeds"].requires_grad_(True)  # a reentrant checkpoint needs an input that requires grad
-        if token_type_ids is not None:
-            batch["token_type_ids"] = token_type_ids
+        for key, value in (("token_type_ids", token_type_ids), ("task_type_ids", task_type_ids)):
+            if value is not None:
+                batch[key] = value
         keep, n_prefix = None, self.n_prefix if self.placement is None else 0
         if self._prompt_off:
             n_prefix = 0

@@ -11,8 +11,13 @@ import torch
 
 from .batch import field
 
-# Families whose position ids start after padding_idx (so pad_token_id + 1 positions are unusable).
-_PADDING_OFFSET_FAMILIES = {"roberta", "xlm-roberta", "xlm-roberta-xl", "camembert", "roberta-prelayernorm"}
+# Families whose position ids start after padding_idx (so pad_token_id + 1 positions are unusable): transformers'
+# create_position_ids_from_input_ids in their embeddings. A family missing here gets BERT-style positions under a kv
+# prefix (shift) and a limit 2 too high, silently (tests/test_families.py checks every supported family).
+_PADDING_OFFSET_FAMILIES = {"roberta", "xlm-roberta", "xlm-roberta-xl", "camembert", "roberta-prelayernorm",
+                            "data2vec-text"}
+# the per-position inputs a prompt's positions widen: attention, BERT's segments, ERNIE's task types
+WIDENED = ("attention_mask", "token_type_ids", "task_type_ids")
 
 
 def max_positions(config) -> int:
@@ -43,12 +48,20 @@ def prepend(batch, prompts: torch.Tensor, limit: int | None = None):
     n = prompts.size(1)
     check_positions(n, embeds.size(1), limit)
     batch["inputs_embeds"] = torch.cat([prompts.to(embeds.dtype), embeds], dim=1)
-    for key in ("attention_mask", "token_type_ids"):
+    for key in WIDENED:
         value = field(batch, key)
         if value is not None:
-            fill = torch.ones if key == "attention_mask" else torch.zeros
-            batch[key] = torch.cat([fill(value.size(0), n, dtype=value.dtype, device=value.device), value], dim=1)
+            batch[key] = torch.cat([_prompt_fill(key, value, n), value], dim=1)
     return batch
+
+
+def _prompt_fill(key: str, value: torch.Tensor, n: int) -> torch.Tensor:
+    """(B, n) values of ``key`` at ``n`` prompt positions before the text: attended, segment 0 ([CLS]'s), and the
+    example's own task type (an ERNIE task id holds for the whole example)."""
+    if key == "task_type_ids":
+        return value[:, :1].expand(-1, n)
+    fill = torch.ones if key == "attention_mask" else torch.zeros
+    return fill(value.size(0), n, dtype=value.dtype, device=value.device)
 
 
 def trim_outputs(outputs, n: int):

@@ -14,7 +14,9 @@ from typing import List
 from torch import nn
 
 CACHE_ARGS = ("past_key_values", "cache", "past_key_value")  # newest first: 5.x, 5.24+, 4.x
-SUPPORTED = "bert, roberta, xlm-roberta, camembert, electra, ernie, data2vec-text (BERT-style encoder.layer[i].attention.self)"
+# the BERT-style encoders both doors support (the 🤗 door refuses other model types by this list)
+FAMILIES = ("bert", "roberta", "xlm-roberta", "camembert", "electra", "ernie", "data2vec-text", "roberta-prelayernorm")
+SUPPORTED = f"{', '.join(FAMILIES)} (BERT-style encoder.layer[i].attention.self)"
 
 
 @dataclass

@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 
 from .batch import field
-from .input_embeddings import check_positions
+from .input_embeddings import WIDENED, check_positions
 
 INSERT_POSITIONS = {0: "before text_a", 1: "after text_a", 2: "before text_b", 3: "after text_b",
                     4: "before the final special token"}
@@ -67,7 +67,7 @@ def splice(batch, prompts: torch.Tensor, start: torch.Tensor, limit: int | None 
     both = torch.cat([embeds, prompts.to(embeds.dtype)], dim=1)
     batch["inputs_embeds"] = both.gather(1, src.unsqueeze(-1).expand(-1, -1, both.size(-1)))
     orig = torch.where(in_prompt, (s - 1).clamp(min=0).expand(-1, n + t), src)  # prompt copies its left neighbour
-    for key in ("attention_mask", "token_type_ids"):
+    for key in WIDENED:  # a prompt position takes its left neighbour's segment and task type
         value = field(batch, key)
         if value is not None:
             spliced = value.gather(1, orig.clamp(max=n - 1))

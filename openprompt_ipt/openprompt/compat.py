@@ -15,11 +15,14 @@ Plus two modules OpenPrompt imports for names only (``transformers.data.processo
     that calls ``PreTrainedModel`` methods on it and renamed the encoder hook OpenPrompt overrides -> delegated to
     its PLM / OpenPrompt's hook; loss, greedy and beam search then equal 4.39's on the same weights;
   * on 5.x, ``PrefixTuningTemplate`` feeds 4.x tuple ``past_key_values`` (GPT-2 then computes other logits
-    silently, T5 crashes): refused in one line.
+    silently, T5 crashes): refused in one line;
+  * on 5.x, ``SoftVerbalizer`` took a masked LM's last child for its head, but XLM-R's and CamemBERT's ``lm_head``
+    now come first (it raised "Can't not retrieve a linear layer") -> shown the head's child last.
 The 4.39 Trainer's resume fix is the 🤗 door's (``hf/trainer_compat.py``).
 """
 from __future__ import annotations
 
+import functools
 import importlib.util
 import sys
 import types
@@ -218,9 +221,48 @@ def _refuse_prefix_tuning_template() -> None:
     T._ipt_patched = True
 
 
+class _HeadLast:
+    """``model`` with the child that holds its vocabulary head listed last, for SoftVerbalizer, which copies the last
+    child as the head: transformers 5 registers XLM-R's and CamemBERT's ``lm_head`` before their encoder, so it
+    walked into the encoder and raised "Can't not retrieve a linear layer"."""
+
+    def __init__(self, model, name: str):
+        self._model, self._name = model, name
+
+    def named_children(self):
+        others = [(n, c) for n, c in self._model.named_children() if n != self._name]
+        return iter(others + [(self._name, getattr(self._model, self._name))])
+
+    def __getattr__(self, name):
+        return getattr(self._model, name)
+
+    @classmethod
+    def of(cls, model):
+        head = getattr(model, "get_output_embeddings", lambda: None)()
+        names = [n for n, c in model.named_children() if head is not None and any(m is head for m in c.modules())]
+        last = [n for n, _ in model.named_children()][-1:]
+        return cls(model, names[0]) if names and names != last else model
+
+
+def _soft_verbalizer_finds_the_vocabulary_head() -> None:
+    from openprompt.prompts.soft_verbalizer import SoftVerbalizer as V
+
+    if getattr(V, "_ipt_patched", False):
+        return
+    init = V.__init__
+
+    @functools.wraps(init)  # its signature stays the original's: OpenPrompt's loader and our config check read it
+    def __init__(self, tokenizer, model, *args, **kwargs):
+        init(self, tokenizer, _HeadLast.of(model) if model is not None else model, *args, **kwargs)
+
+    V.__init__ = __init__
+    V._ipt_patched = True
+
+
 def apply_to_openprompt() -> None:
-    """The shims that patch OpenPrompt's own classes; run once ``openprompt`` is imported (idempotent, and
-    nothing on transformers 4)."""
+    """The shims that patch OpenPrompt's own classes; run once ``openprompt`` is imported (idempotent; on
+    transformers 4 only the SoftVerbalizer's, which changes nothing there)."""
+    _soft_verbalizer_finds_the_vocabulary_head()
     if not _generation_hook_renamed():
         return
     _patch_prompt_for_generation()
