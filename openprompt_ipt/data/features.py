@@ -13,6 +13,8 @@ import torch
 from torch.utils.data import DataLoader, Sampler
 from tqdm.auto import tqdm
 
+from ..prompting.examples import text_fields_filled
+
 SEQUENCE_KEYS = ("input_ids", "attention_mask", "token_type_ids", "loss_ids", "soft_token_ids")
 
 
@@ -20,10 +22,6 @@ def encode_examples(examples: Sequence, template, tokenizer_wrapper, desc: str =
                     show_progress: bool = True) -> List[Dict]:
     if len(examples) == 0:
         raise ValueError(f"no examples to encode ({desc}): check the data path and split name")
-    # the door's (our templates fill None texts themselves; OpenPrompt's own do not): here, not at the top, since
-    # it loads OpenPrompt, which importing the data package must not
-    from ..openprompt.templates.persistence import text_fields_filled
-
     keys = set(SEQUENCE_KEYS) | set(getattr(template, "registered_inputflag_names", ()))  # + the template's flags
     features = []
     for ex in tqdm(examples, desc=desc, leave=False, disable=not show_progress or len(examples) < 500):

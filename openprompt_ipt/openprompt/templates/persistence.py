@@ -6,7 +6,6 @@ and a warning when nobody updates their parameters (an optimizer built from the 
 OpenPrompt's tutorial 1.2, trains the prompts as nothing and nothing would say so)."""
 from __future__ import annotations
 
-import copy
 import os
 import warnings
 
@@ -15,6 +14,7 @@ from openprompt.prompt_base import Template
 
 from ...generators import (IDPGGenerator, InstancePromptGenerator, cannot_rebuild, check_exported_tables,
                            exported_tables, exports_in_weights, rebuilding_saved, tokenizer_fingerprint)
+from ...prompting.examples import text_fields_filled
 from ...serialization import check_saved_pair, load_trainable, read_json, save_trainable
 
 CONFIG_FILE, WEIGHTS_FILE = "template_config.json", "template.safetensors"
@@ -168,18 +168,6 @@ class TrainedTemplateMixin:
         load_trainable(template, os.path.join(directory, WEIGHTS_FILE),
                        "save the template again with save_pretrained() (or train the run again)")
         return template
-
-
-def text_fields_filled(example):
-    """``example``, or a copy with "" where ``text_a`` / ``text_b`` is None: OpenPrompt's ``wrap_one_example``
-    concatenates them as strings and removes their keys from ``example.keys()``, which leaves out None values
-    ('list.remove(x): x not in list'). The example itself is unchanged."""
-    if getattr(example, "text_a", "") is not None and getattr(example, "text_b", "") is not None:
-        return example
-    filled = copy.copy(example)
-    filled.text_a = "" if example.text_a is None else example.text_a
-    filled.text_b = "" if example.text_b is None else example.text_b
-    return filled
 
 
 def reads_placeholder_text(generator) -> bool:
