@@ -52,6 +52,33 @@ def test_a_base_loaded_in_bf16(plm, case, tmp_path):
     torch.testing.assert_close(logits.float(), expected, rtol=0, atol=0.1)
 
 
+@pytest.mark.parametrize("case", ["prompt_tuning", "ipt-random"])
+def test_a_bf16_base_trains_its_task_prompt_in_fp32(plm, case, tmp_path):
+    """On a base loaded in bf16 the task prompt was a bf16 copy of embedding rows while every generator is fp32:
+    AdamW's steps at the Trainer's default lr (5e-5) fell below bf16's spacing at its values (~1e-4 at 0.02) and
+    were rounded away, so the task prompt did not train. It is fp32 now, like the generators; save_pretrained
+    writes it as fp32 (the head in the base's dtype) and an fp32 model loads the same values."""
+    mlm, tok = plm
+    model = _wrap(classifier_from(mlm).to(torch.bfloat16), case, tmp_path, mlm, tok).train()
+    own = {n: p for n, p in model.named_parameters() if not n.startswith("base_model.")}
+    assert {p.dtype for p in own.values()} == {torch.float32} and model.task_prompt is not None
+    before = model.task_prompt.detach().clone()
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=5e-5)
+    for _ in range(2):
+        model(**_batch(tok), labels=torch.tensor([1, 1, 1, 0, 0, 0])).loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+    assert bool((model.task_prompt != before).all())  # every value moved, none rounded away
+    model.save_pretrained(str(tmp_path / "p"))
+    from safetensors.torch import load_file
+
+    saved = load_file(str(tmp_path / "p" / "model.safetensors"))
+    assert saved["task_prompt"].dtype == torch.float32
+    assert {v.dtype for k, v in saved.items() if k.startswith("base_model.classifier.")} == {torch.bfloat16}
+    loaded = InstancePromptModel.from_pretrained(classifier_from(mlm), str(tmp_path / "p"), tok)
+    torch.testing.assert_close(loaded.task_prompt, model.task_prompt, rtol=0, atol=0)
+
+
 def _head(mlm, auto_class, num_labels=3):
     import copy
 
