@@ -79,6 +79,20 @@ def test_a_bf16_base_trains_its_task_prompt_in_fp32(plm, case, tmp_path):
     torch.testing.assert_close(loaded.task_prompt, model.task_prompt, rtol=0, atol=0)
 
 
+@pytest.mark.parametrize("case", ["ipt-random", "p_tuning_v2-kv", "lpt-npg"])
+def test_a_base_on_the_meta_device_is_one_line(bert, case, tmp_path):
+    """A base made under accelerate's ``init_empty_weights`` (or offloaded to disk) has no values to start the
+    prompt from: the wrap said ``Tensor.item() cannot be called on meta tensors``; now one line with the fix."""
+    from accelerate import init_empty_weights
+
+    mlm, tok = bert
+    with init_empty_weights():
+        base = classifier_from(mlm, initializer_range=0.2)
+    with pytest.raises(ValueError, match="weights are on the meta device .* load the weights first") as e:
+        _wrap(base, case, tmp_path, mlm, tok)
+    _one_line(e)
+
+
 def _head(mlm, auto_class, num_labels=3):
     import copy
 

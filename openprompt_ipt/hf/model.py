@@ -98,6 +98,10 @@ class InstancePromptModel(nn.Module):
             raise ValueError(f"{head} is not supported: its outputs per position would count the prompt's positions; "
                              "wrap a ...ForSequenceClassification, ...ForTokenClassification, a masked LM, or the bare "
                              "encoder (AutoModel)")
+        if model.get_input_embeddings().weight.is_meta:  # else torch's "Tensor.item() cannot be called on meta tensors"
+            raise ValueError(f"{head}'s weights are on the meta device (accelerate's init_empty_weights, or offloaded to "
+                             "disk): the prompt starts from its input embeddings; load the weights first "
+                             "(from_pretrained, or load_checkpoint_and_dispatch), then wrap it")
         tokenizer = tokenizer if tokenizer is not None else _load_tokenizer(model)
         check_against_model(tokenizer, model)
         self.prompt_config = config
