@@ -1,5 +1,7 @@
 """The 🤗 door beyond the Trainer habits (test_hf_trainer_habits.py): the mode a model is handed back in, bases in
 bf16, heads other than sequence classification, and from_pretrained's keyword arguments; tiny BERT and RoBERTa."""
+import copy
+
 import pytest
 import torch
 
@@ -79,6 +81,31 @@ def test_a_bf16_base_trains_its_task_prompt_in_fp32(plm, case, tmp_path):
     torch.testing.assert_close(loaded.task_prompt, model.task_prompt, rtol=0, atol=0)
 
 
+@pytest.mark.parametrize("case", ["m_idpg-phm-cls", "s_idpg-dnn-cls"])
+def test_a_cast_model_does_not_reuse_the_cached_sentence_representations(plm, case, tmp_path):
+    """IDPG's [CLS] encoder caches M(x) per text and drops the cache when a PLM weight changes; ``model.half()`` /
+    ``.to(torch.bfloat16)`` / ``.float()`` swap ``param.data`` and keep its version, so texts seen before the cast
+    were read with the other dtype's M(x) (bf16 logits off by ~1e-2 from a fresh pass: predictions depended on what
+    the model had seen). A cast now empties it: every call equals a pass without the cache, bit for bit."""
+    from openprompt_ipt.generators.sentence import PLMClsEncoder
+
+    mlm, tok = plm
+    model = _wrap(classifier_from(mlm, initializer_range=0.2), case, tmp_path, mlm, tok).eval()
+    batch = _batch(tok)
+
+    def uncached(m):
+        fresh = copy.deepcopy(m)
+        for encoder in (e for e in fresh.modules() if isinstance(e, PLMClsEncoder)):
+            encoder.cache.clear()
+        return fresh(**batch).logits
+
+    with torch.no_grad():
+        model(**batch)  # the texts' M(x), cached in fp32
+        for cast in (torch.bfloat16, torch.float32, torch.float16):
+            model.to(cast)
+            torch.testing.assert_close(model(**batch).logits, uncached(model), rtol=0, atol=0)
+
+
 @pytest.mark.parametrize("case", ["ipt-random", "p_tuning_v2-kv", "lpt-npg"])
 def test_a_base_on_the_meta_device_is_one_line(bert, case, tmp_path):
     """A base made under accelerate's ``init_empty_weights`` (or offloaded to disk) has no values to start the
@@ -94,8 +121,6 @@ def test_a_base_on_the_meta_device_is_one_line(bert, case, tmp_path):
 
 
 def _head(mlm, auto_class, num_labels=3):
-    import copy
-
     import transformers
 
     cfg = copy.deepcopy(mlm.config)

@@ -136,8 +136,9 @@ class PLMClsEncoder(nn.Module):
 
     def _plm_stamp(self) -> tuple:
         """Changes whenever a PLM weight does: every in-place update (an optimizer step, ``load_state_dict``) bumps
-        its tensor's version counter, and a swapped-in tensor is another object."""
-        return tuple((id(p), p._version) for p in self.plm.parameters())
+        its tensor's version counter, a swapped-in tensor is another object, and ``model.half()`` / ``.float()`` /
+        ``.to(device)`` keep both (they swap ``param.data``) but change its dtype or device."""
+        return tuple((id(p), p._version, p.dtype, p.device) for p in self.plm.parameters())
 
     def _drop_stale_cache(self) -> None:
         """A cached M(x) holds the PLM weights of the pass that made it: once they change (the PLM fine-tunes,
