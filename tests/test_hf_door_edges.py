@@ -195,6 +195,36 @@ def test_a_model_frozen_for_inference_still_saves_its_prompt(plm, case, tmp_path
         torch.testing.assert_close(loaded(**batch).logits, expected, rtol=0, atol=1e-6)
 
 
+@pytest.mark.parametrize("case", ["ipt-random", "p_tuning_v2-kv"])
+def test_a_base_layer_the_user_unfroze_saves_and_loads(plm, case, tmp_path):
+    """A base layer unfrozen and trained with the prompt: ``save_pretrained`` wrote it (it required grad), but
+    ``from_pretrained`` refused the folder (``has unknown [...]: it was not saved from a ... prompt``); and once
+    the model was frozen for inference (``requires_grad_(False)``) the save dropped the layer without a word, so
+    the loaded model predicted with the untrained one. Both now load the trained layer back, trainable."""
+    mlm, tok = plm
+    model = _wrap(classifier_from(mlm, initializer_range=0.2), case, tmp_path, mlm, tok)
+    layer = model.base_model.base_model.encoder.layer[-1].output.dense
+    layer.requires_grad_(True)
+    model.train()
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-2)
+    model(**_batch(tok), labels=torch.tensor([1, 1, 1, 0, 0, 0])).loss.backward()
+    optimizer.step()
+    batch = _batch(tok)
+    with torch.no_grad():
+        expected = model.eval()(**batch).logits
+    names = {f"base_model.{n}" for n, p in model.base_model.named_parameters() if p is layer.weight or p is layer.bias}
+    for frozen in (False, True):
+        if frozen:
+            model.requires_grad_(False)  # an inference habit before saving
+        folder = str(tmp_path / f"p{frozen}")
+        model.save_pretrained(folder)
+        loaded = InstancePromptModel.from_pretrained(classifier_from(mlm, initializer_range=0.2), folder, tok)
+        assert names <= set(loaded.saved_parameters())
+        assert all(p.requires_grad for n, p in loaded.named_parameters() if n in names)
+        with torch.no_grad():
+            torch.testing.assert_close(loaded(**batch).logits, expected, rtol=0, atol=1e-6)
+
+
 def test_base_model_arguments_with_a_given_base_are_one_line(bert, tmp_path):
     """``from_pretrained(base, dir, tok, dtype=torch.bfloat16)``: the keyword arguments build the base in the one-call
     form; with a base given they were dropped without a word (the model stayed fp32)."""
