@@ -86,7 +86,8 @@ def test_a_cast_model_does_not_reuse_the_cached_sentence_representations(plm, ca
     """IDPG's [CLS] encoder caches M(x) per text and drops the cache when a PLM weight changes; ``model.half()`` /
     ``.to(torch.bfloat16)`` / ``.float()`` swap ``param.data`` and keep its version, so texts seen before the cast
     were read with the other dtype's M(x) (bf16 logits off by ~1e-2 from a fresh pass: predictions depended on what
-    the model had seen). A cast now empties it: every call equals a pass without the cache, bit for bit."""
+    the model had seen); so did M(x) cached under autocast (the Trainer's ``bf16=True``) for a later fp32 predict.
+    A cast or another autocast now empties it: every call equals a pass without the cache, bit for bit."""
     from openprompt_ipt.generators.sentence import PLMClsEncoder
 
     mlm, tok = plm
@@ -104,6 +105,10 @@ def test_a_cast_model_does_not_reuse_the_cached_sentence_representations(plm, ca
         for cast in (torch.bfloat16, torch.float32, torch.float16):
             model.to(cast)
             torch.testing.assert_close(model(**batch).logits, uncached(model), rtol=0, atol=0)
+        model.float()
+        with torch.autocast("cpu", dtype=torch.bfloat16):  # cached under autocast, as Trainer(bf16=True) trains
+            model(**batch)
+        torch.testing.assert_close(model(**batch).logits, uncached(model), rtol=0, atol=0)
 
 
 @pytest.mark.parametrize("case", ["ipt-random", "p_tuning_v2-kv", "lpt-npg"])
