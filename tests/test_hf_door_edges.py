@@ -1,5 +1,7 @@
 """The 🤗 door beyond the Trainer habits (test_hf_trainer_habits.py): the mode a model is handed back in, bases in
 bf16, heads other than sequence classification, and from_pretrained's keyword arguments; tiny BERT and RoBERTa."""
+import copy
+
 import pytest
 import torch
 
@@ -52,9 +54,78 @@ def test_a_base_loaded_in_bf16(plm, case, tmp_path):
     torch.testing.assert_close(logits.float(), expected, rtol=0, atol=0.1)
 
 
-def _head(mlm, auto_class, num_labels=3):
-    import copy
+@pytest.mark.parametrize("case", ["prompt_tuning", "ipt-random"])
+def test_a_bf16_base_trains_its_task_prompt_in_fp32(plm, case, tmp_path):
+    """On a base loaded in bf16 the task prompt was a bf16 copy of embedding rows while every generator is fp32:
+    AdamW's steps at the Trainer's default lr (5e-5) fell below bf16's spacing at its values (~1e-4 at 0.02) and
+    were rounded away, so the task prompt did not train. It is fp32 now, like the generators; save_pretrained
+    writes it as fp32 (the head in the base's dtype) and an fp32 model loads the same values."""
+    mlm, tok = plm
+    model = _wrap(classifier_from(mlm).to(torch.bfloat16), case, tmp_path, mlm, tok).train()
+    own = {n: p for n, p in model.named_parameters() if not n.startswith("base_model.")}
+    assert {p.dtype for p in own.values()} == {torch.float32} and model.task_prompt is not None
+    before = model.task_prompt.detach().clone()
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=5e-5)
+    for _ in range(2):
+        model(**_batch(tok), labels=torch.tensor([1, 1, 1, 0, 0, 0])).loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+    assert bool((model.task_prompt != before).all())  # every value moved, none rounded away
+    model.save_pretrained(str(tmp_path / "p"))
+    from safetensors.torch import load_file
 
+    saved = load_file(str(tmp_path / "p" / "model.safetensors"))
+    assert saved["task_prompt"].dtype == torch.float32
+    assert {v.dtype for k, v in saved.items() if k.startswith("base_model.classifier.")} == {torch.bfloat16}
+    loaded = InstancePromptModel.from_pretrained(classifier_from(mlm), str(tmp_path / "p"), tok)
+    torch.testing.assert_close(loaded.task_prompt, model.task_prompt, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("case", ["m_idpg-phm-cls", "s_idpg-dnn-cls"])
+def test_a_cast_model_does_not_reuse_the_cached_sentence_representations(plm, case, tmp_path):
+    """IDPG's [CLS] encoder caches M(x) per text and drops the cache when a PLM weight changes; ``model.half()`` /
+    ``.to(torch.bfloat16)`` / ``.float()`` swap ``param.data`` and keep its version, so texts seen before the cast
+    were read with the other dtype's M(x) (bf16 logits off by ~1e-2 from a fresh pass: predictions depended on what
+    the model had seen); so did M(x) cached under autocast (the Trainer's ``bf16=True``) for a later fp32 predict.
+    A cast or another autocast now empties it: every call equals a pass without the cache, bit for bit."""
+    from openprompt_ipt.generators.sentence import PLMClsEncoder
+
+    mlm, tok = plm
+    model = _wrap(classifier_from(mlm, initializer_range=0.2), case, tmp_path, mlm, tok).eval()
+    batch = _batch(tok)
+
+    def uncached(m):
+        fresh = copy.deepcopy(m)
+        for encoder in (e for e in fresh.modules() if isinstance(e, PLMClsEncoder)):
+            encoder.cache.clear()
+        return fresh(**batch).logits
+
+    with torch.no_grad():
+        model(**batch)  # the texts' M(x), cached in fp32
+        for cast in (torch.bfloat16, torch.float32, torch.float16):
+            model.to(cast)
+            torch.testing.assert_close(model(**batch).logits, uncached(model), rtol=0, atol=0)
+        model.float()
+        with torch.autocast("cpu", dtype=torch.bfloat16):  # cached under autocast, as Trainer(bf16=True) trains
+            model(**batch)
+        torch.testing.assert_close(model(**batch).logits, uncached(model), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("case", ["ipt-random", "p_tuning_v2-kv", "lpt-npg"])
+def test_a_base_on_the_meta_device_is_one_line(bert, case, tmp_path):
+    """A base made under accelerate's ``init_empty_weights`` (or offloaded to disk) has no values to start the
+    prompt from: the wrap said ``Tensor.item() cannot be called on meta tensors``; now one line with the fix."""
+    from accelerate import init_empty_weights
+
+    mlm, tok = bert
+    with init_empty_weights():
+        base = classifier_from(mlm, initializer_range=0.2)
+    with pytest.raises(ValueError, match="weights are on the meta device .* load the weights first") as e:
+        _wrap(base, case, tmp_path, mlm, tok)
+    _one_line(e)
+
+
+def _head(mlm, auto_class, num_labels=3):
     import transformers
 
     cfg = copy.deepcopy(mlm.config)
@@ -127,6 +198,36 @@ def test_a_model_frozen_for_inference_still_saves_its_prompt(plm, case, tmp_path
         expected = model.eval()(**batch).logits
         torch.testing.assert_close(frozen(**batch).logits, expected, rtol=0, atol=1e-6)
         torch.testing.assert_close(loaded(**batch).logits, expected, rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("case", ["ipt-random", "p_tuning_v2-kv"])
+def test_a_base_layer_the_user_unfroze_saves_and_loads(plm, case, tmp_path):
+    """A base layer unfrozen and trained with the prompt: ``save_pretrained`` wrote it (it required grad), but
+    ``from_pretrained`` refused the folder (``has unknown [...]: it was not saved from a ... prompt``); and once
+    the model was frozen for inference (``requires_grad_(False)``) the save dropped the layer without a word, so
+    the loaded model predicted with the untrained one. Both now load the trained layer back, trainable."""
+    mlm, tok = plm
+    model = _wrap(classifier_from(mlm, initializer_range=0.2), case, tmp_path, mlm, tok)
+    layer = model.base_model.base_model.encoder.layer[-1].output.dense
+    layer.requires_grad_(True)
+    model.train()
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-2)
+    model(**_batch(tok), labels=torch.tensor([1, 1, 1, 0, 0, 0])).loss.backward()
+    optimizer.step()
+    batch = _batch(tok)
+    with torch.no_grad():
+        expected = model.eval()(**batch).logits
+    names = {f"base_model.{n}" for n, p in model.base_model.named_parameters() if p is layer.weight or p is layer.bias}
+    for frozen in (False, True):
+        if frozen:
+            model.requires_grad_(False)  # an inference habit before saving
+        folder = str(tmp_path / f"p{frozen}")
+        model.save_pretrained(folder)
+        loaded = InstancePromptModel.from_pretrained(classifier_from(mlm, initializer_range=0.2), folder, tok)
+        assert names <= set(loaded.saved_parameters())
+        assert all(p.requires_grad for n, p in loaded.named_parameters() if n in names)
+        with torch.no_grad():
+            torch.testing.assert_close(loaded(**batch).logits, expected, rtol=0, atol=1e-6)
 
 
 def test_base_model_arguments_with_a_given_base_are_one_line(bert, tmp_path):

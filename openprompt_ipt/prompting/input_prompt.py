@@ -104,9 +104,11 @@ def build_input_prompt(embedding: nn.Embedding, tokenizer, position_limit: int, 
                 generator.table.load_vocab_weight(embedding.weight.detach())
     task_prompt = None
     if task_prompt_length:
-        # Lester et al.: start task prompts from embeddings of sampled vocabulary tokens.
+        # Lester et al.: start task prompts from embeddings of sampled vocabulary tokens; in the generators' dtype
+        # (the default, fp32), not the PLM's: on a bf16 / fp16 base, steps below the half-precision spacing of its
+        # values (the Trainer's default lr 5e-5) were rounded away, so the task prompt did not train
         rows = torch.randint(0, vocab_size, (task_prompt_length,))
-        task_prompt = nn.Parameter(embedding.weight.detach()[rows].clone())
+        task_prompt = nn.Parameter(embedding.weight.detach()[rows].to(torch.get_default_dtype(), copy=True))
     settings = dict(prompt_length=prompt_length, task_prompt_length=task_prompt_length, init_std=init_std,
                     combine=combine, n_prefix=n_prefix)
     return task_prompt, generator, settings
