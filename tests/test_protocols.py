@@ -531,3 +531,25 @@ def test_aggregate_is_the_same_whatever_order_the_disk_lists_folders_in(tmp_path
     assert outputs[0] == outputs[1]
     rows = list(csv.DictReader(io.StringIO(outputs[0]["results.csv"])))
     assert [r["seeds"] for r in rows if r["metric"] == "accuracy"] == ["1 2 10", "1 2 10"]  # numeric seed order
+
+
+def test_a_seed_numpy_cannot_take_is_refused_before_any_seed_trains(tmp_path, capsys):
+    """`--seeds 1,-2` (or 1,4294967296) trained seed 1 to the end, then stopped at seed -2 with numpy's
+    'Seed must be between 0 and 2**32 - 1', naming no option; `--set seed=4294967296` passed the config check."""
+    from openprompt_ipt.commands.run import main
+    from openprompt_ipt.runner.schema import ConfigValueError
+
+    write_cb(str(tmp_path / "CB"))
+    cfg = load_config(yaml_config(tmp_path, ""))
+    calls = []
+    for seeds in ([1, -2], [1, 2**32]):
+        with pytest.raises(ConfigValueError, match=r"^seed = (-2|4294967296) is not allowed: give an integer in \[0, 4294967295\]$"):
+            run_seeds(cfg, "bad", str(tmp_path / "runs"), seeds, str(tmp_path), train_fn=fake_train(calls),
+                      show_progress=False)
+    assert calls == [] and not (tmp_path / "runs").exists()
+    with pytest.raises(SystemExit) as stop:
+        main(["--config", yaml_config(tmp_path, ""), "--seeds", "1,4294967296", "--output-dir", str(tmp_path / "runs")])
+    assert stop.value.code == 2
+    assert "--seeds 1,4294967296: seed = 4294967296 is not allowed: give an integer in [0, 4294967295]" in capsys.readouterr().err
+    assert run_seeds(cfg, "ok", None, [0, 2**32 - 1], str(tmp_path), train_fn=fake_train(calls),
+                     show_progress=False)["seeds"] == [0, 2**32 - 1]  # numpy's whole range runs
