@@ -4,8 +4,9 @@ with M-IDPG-PHM and Prefix Tuning + Random IPT, each trained by the stock ``Trai
     python examples/hf_trainer.py                       # offline MiniLM, 4 epochs per method
     python examples/hf_trainer.py --model roberta-base --epochs 10
 
-On the offline MiniLM (2026-11-25, a shared 2-core CPU, one thread, ~23 minutes for both methods): M-IDPG-PHM
-test accuracy 0.613, Prefix Tuning + Random IPT 0.688 (11 topics, chance 0.091; docs/transformers.md).
+On the offline MiniLM (2026-11-25, a shared 2-core CPU, one thread, ~23 minutes for both methods; before --seed,
+from an unseeded prompt): M-IDPG-PHM test accuracy 0.613, Prefix Tuning + Random IPT 0.688 (11 topics,
+chance 0.091; docs/transformers.md).
 
 No OpenPrompt in the loop: a tokenizer, ``AutoModelForSequenceClassification``, ``get_instance_prompt_model``
 and the ``Trainer``. The data is the quick start's (yamls/quickstart.yaml: same splits, same seed)."""
@@ -49,7 +50,7 @@ def accuracy(prediction):
 
 def main(argv=None):
     from transformers import (AutoModelForSequenceClassification, AutoTokenizer, DataCollatorWithPadding, Trainer,
-                              TrainingArguments)
+                              TrainingArguments, set_seed)
 
     from openprompt_ipt.hf import InstancePromptConfig, InstancePromptModel, get_instance_prompt_model
     from openprompt_ipt.runner.plm import resolve_backbone
@@ -61,6 +62,8 @@ def main(argv=None):
     p.add_argument("--lr", type=float, default=1e-2)
     p.add_argument("--max-train", type=int, default=None, help="fewer summaries (a smoke run)")
     p.add_argument("--output-dir", default="out/hf_trainer")
+    p.add_argument("--seed", type=int, default=42, help="seeds the new head and the prompt (drawn when the model is "
+                   "built, before the Trainer) and the Trainer's data order")
     args = p.parse_args(argv)
 
     path = resolve_backbone(args.model)
@@ -71,11 +74,15 @@ def main(argv=None):
         def classifier():
             return AutoModelForSequenceClassification.from_pretrained(path, num_labels=len(labels))
 
+        # TrainingArguments.seed seeds train() only: the new head and the prompt are drawn here, from whatever the
+        # global RNG holds (torch 2.13 seeds it afresh in every process), so seed them too
+        set_seed(args.seed)
         model = get_instance_prompt_model(classifier(), InstancePromptConfig(**METHODS[name]), tokenizer)
         model.print_trainable_parameters()  # as a PEFT model does
         out = os.path.join(args.output_dir, name)
         training = TrainingArguments(output_dir=out, num_train_epochs=args.epochs, learning_rate=args.lr,
-                                     per_device_train_batch_size=16, save_strategy="no", report_to="none")
+                                     per_device_train_batch_size=16, save_strategy="no", report_to="none",
+                                     seed=args.seed)
         collator = DataCollatorWithPadding(tokenizer)
         trainer = Trainer(model=model, args=training, train_dataset=train, eval_dataset=dev, data_collator=collator,
                           compute_metrics=accuracy)

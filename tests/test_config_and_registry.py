@@ -129,7 +129,8 @@ PREFIX_IDPG = ("template: generated_prefix\ngenerated_prefix:\n  generator: idpg
     ("", "plm.freeze=no_thanks", "plm.freeze = 'no_thanks' is not allowed: give true or false"),
     ("", "test.batch_size=-4", "test.batch_size = -4 is not allowed: give an integer >= 1"),
     ("", "protocol.cv_folds=1", "protocol.cv_folds = 1 is not allowed: give an integer >= 2"),
-    ("", "seed=-1", "seed = -1 is not allowed: give an integer >= 0"),
+    ("", "seed=-1", "seed = -1 is not allowed: give an integer in [0, 4294967295]"),
+    ("", "seed=4294967296", "seed = 4294967296 is not allowed: give an integer in [0, 4294967295]"),  # numpy's range
     (PREFIX_IDPG, "generated_prefix.idpg.hidden=2.5", "generated_prefix.idpg.hidden = 2.5 is not allowed: give an integer >= 1"),
     (PREFIX_IDPG, "generated_prefix.prompt_length=0", "generated_prefix.prompt_length = 0 is not allowed: give an integer >= 1"),
 ])

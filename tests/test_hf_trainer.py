@@ -290,6 +290,8 @@ def test_example_runs_on_the_quick_start_data(bert, tmp_path):
     import importlib.util
     import os
 
+    from safetensors.torch import load_file
+
     mlm, tok = bert
     path = str(tmp_path / "ckpt")
     mlm.save_pretrained(path)
@@ -302,6 +304,16 @@ def test_example_runs_on_the_quick_start_data(bert, tmp_path):
                             "--output-dir", str(tmp_path / "out")])
     assert sorted(results) == ["m_idpg_phm", "prefix_ipt"] and all(0.0 <= v <= 1.0 for v in results.values())
     assert os.path.isfile(tmp_path / "out" / "prefix_ipt" / "prompt" / "instance_prompt_config.json")
+    # the same --seed gives the same trained prompt, whatever the global RNG held before (torch 2.13 seeds it afresh
+    # in every process): the model was built before the Trainer seeded anything, so each run drew another prompt
+    trained = []
+    for before in (1, 2):
+        torch.manual_seed(before)
+        out = tmp_path / f"seeded{before}"
+        example.main(["--model", path, "--max-train", "80", "--epochs", "1", "--methods", "m_idpg_phm",
+                      "--output-dir", str(out), "--seed", "7"])
+        trained.append(load_file(str(out / "m_idpg_phm" / "prompt" / "model.safetensors")))
+    assert trained[0].keys() == trained[1].keys() and all(torch.equal(trained[0][k], trained[1][k]) for k in trained[0])
 
 
 @pytest.mark.parametrize("case", ["ipt-random", "p_tuning_v2-kv", "m_idpg-phm-cls"])

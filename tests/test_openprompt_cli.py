@@ -41,3 +41,34 @@ def test_openprompt_command_line_refuses_a_mismatched_model_name_in_one_line(tin
     errors = [line for line in proc.stderr.splitlines() if "error" in line.lower() or "Traceback" in line]
     assert proc.returncode == 2 and len(errors) == 1
     assert "plm.model_name 'roberta' does not match" in errors[0]
+
+
+def test_reproduce_seed_0_seeds_the_run_and_a_negative_seed_is_one_line(tiny_model_dir, tmp_path):
+    """OpenPrompt's set_seed seeds only a truthy seed: `--reproduce.seed 0` seeded nothing, and torch 2.13 seeds
+    its generator afresh in every process, so two runs of one command ended at other weights. -1 was numpy's
+    traceback after the run's folder was made."""
+    import glob
+
+    import torch
+
+    write_task(tmp_path / "assets", "cb")
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": ROOT, "CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1"}
+
+    def run(seed, logs):
+        cmd = [sys.executable, "-m", "openprompt_ipt.openprompt.cli", "--config_yaml", YAML, "--data-root",
+               str(tmp_path / "assets"), "--plm.model_path", tiny_model_dir, "--train.num_epochs", "1",
+               "--logging.path_base", str(tmp_path / logs), "--dataloader.max_seq_length", "24",
+               "--reproduce.seed", str(seed)]
+        return subprocess.run(cmd, capture_output=True, text=True, cwd=str(tmp_path), env=env, timeout=600)
+
+    states = []
+    for logs in ("a", "b"):
+        proc = run(0, logs)
+        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+        (ckpt,) = glob.glob(str(tmp_path / logs / "*" / "checkpoints" / "last.ckpt"))
+        states.append(torch.load(ckpt, map_location="cpu", weights_only=False)["state_dict"])
+    assert states[0].keys() == states[1].keys() and all(torch.equal(states[0][k], states[1][k]) for k in states[0])
+    proc = run(-1, "c")
+    assert proc.returncode == 2 and not (tmp_path / "c").exists()
+    assert proc.stderr.strip().splitlines()[-1] == ("error: reproduce.seed = -1 is not allowed: give an integer in "
+                                                     "[0, 4294967295] (or null: unseeded)")

@@ -501,3 +501,55 @@ def test_max_eval_caps_the_reported_split_without_changing_the_sampled_train(tmp
     assert [e.guid for e in quick.train] == [e.guid for e in full.train]
     assert [e.guid for e in quick.dev] == [e.guid for e in full.dev]
     assert len(quick.test) == 6 and quick.test_cap == {"max_eval": 6, "kept": 6, "of": 30}
+
+
+def test_aggregate_is_the_same_whatever_order_the_disk_lists_folders_in(tmp_path, monkeypatch):
+    """os.walk lists folders in the file system's order (ext4: a hash seeded per disk), so the same runs copied to
+    another machine gave results.md rows, results.csv's seeds column and the sweep lines in another order."""
+    import openprompt_ipt.runner.aggregate as agg
+
+    write_cb(str(tmp_path / "CB"))
+    cfg = load_config(yaml_config(tmp_path, "sweep:\n  train.lr_prompt: [0.1, 0.01]\n"))
+    for name in ("cb_b", "cb_a"):
+        run_seeds(cfg, name, str(tmp_path / "runs"), [10, 2, 1], str(tmp_path), train_fn=fake_train([]),
+                  show_progress=False)
+    real_walk = os.walk
+
+    def listed(order):
+        def walk(top, *a, **k):
+            for dirpath, dirnames, names in real_walk(top, *a, **k):
+                dirnames.sort(reverse=order == "reversed")  # in place: os.walk descends in this order
+                names.sort(reverse=order == "reversed")
+                yield dirpath, dirnames, names
+        return walk
+
+    outputs = []
+    for order in ("sorted", "reversed"):
+        monkeypatch.setattr(agg.os, "walk", listed(order))
+        files = aggregate([str(tmp_path / "runs")])
+        outputs.append({k: v for k, v in files.items() if not k.endswith(".png")})
+    assert outputs[0] == outputs[1]
+    rows = list(csv.DictReader(io.StringIO(outputs[0]["results.csv"])))
+    assert [r["seeds"] for r in rows if r["metric"] == "accuracy"] == ["1 2 10", "1 2 10"]  # numeric seed order
+
+
+def test_a_seed_numpy_cannot_take_is_refused_before_any_seed_trains(tmp_path, capsys):
+    """`--seeds 1,-2` (or 1,4294967296) trained seed 1 to the end, then stopped at seed -2 with numpy's
+    'Seed must be between 0 and 2**32 - 1', naming no option; `--set seed=4294967296` passed the config check."""
+    from openprompt_ipt.commands.run import main
+    from openprompt_ipt.runner.schema import ConfigValueError
+
+    write_cb(str(tmp_path / "CB"))
+    cfg = load_config(yaml_config(tmp_path, ""))
+    calls = []
+    for seeds in ([1, -2], [1, 2**32]):
+        with pytest.raises(ConfigValueError, match=r"^seed = (-2|4294967296) is not allowed: give an integer in \[0, 4294967295\]$"):
+            run_seeds(cfg, "bad", str(tmp_path / "runs"), seeds, str(tmp_path), train_fn=fake_train(calls),
+                      show_progress=False)
+    assert calls == [] and not (tmp_path / "runs").exists()
+    with pytest.raises(SystemExit) as stop:
+        main(["--config", yaml_config(tmp_path, ""), "--seeds", "1,4294967296", "--output-dir", str(tmp_path / "runs")])
+    assert stop.value.code == 2
+    assert "--seeds 1,4294967296: seed = 4294967296 is not allowed: give an integer in [0, 4294967295]" in capsys.readouterr().err
+    assert run_seeds(cfg, "ok", None, [0, 2**32 - 1], str(tmp_path), train_fn=fake_train(calls),
+                     show_progress=False)["seeds"] == [0, 2**32 - 1]  # numpy's whole range runs

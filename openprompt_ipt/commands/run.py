@@ -14,6 +14,7 @@ import sys
 # only the config reader here: --help and a config error answer before torch / OpenPrompt load (issue #32)
 from ..config_files import config_search_dirs
 from ..runner.config import find_config, load_config
+from ..runner.schema import ConfigValueError, check_value
 from ..runner.run_dirs import check_output_folder
 
 
@@ -24,7 +25,10 @@ def parse_seeds(text):
         raise argparse.ArgumentTypeError(f"--seeds must be comma-separated integers, got '{text}'")
     if not seeds:
         raise argparse.ArgumentTypeError("--seeds lists no seed")
-    return seeds
+    try:  # every seed checked now: a bad one was found only after the seeds before it had trained
+        return [check_value("seed", s) for s in seeds]
+    except ConfigValueError as e:
+        raise argparse.ArgumentTypeError(f"--seeds {text}: {e}")
 
 
 def training(run=None, resume: bool = False):

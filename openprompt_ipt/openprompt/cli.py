@@ -16,7 +16,8 @@ OpenPrompt's own ``ClassificationRunner``. That script needs these changes for o
 5. ``dataset.path`` names OpenPrompt's own dataset folders: the data come from our task loader instead
    (``dataset.path``, ``--data-root`` / ``IPT_ASSETS``, as ``experiments/run.py`` finds them), then
    OpenPrompt's few-shot sampler as in its script;
-6. ``logging.path_base`` must exist beforehand: it is created.
+6. ``logging.path_base`` must exist beforehand: it is created;
+7. its ``set_seed`` skips ``reproduce.seed: 0`` (``if seed:``): seed 0 seeds like any other.
 
 ``dataloader.truncate_method`` (``head`` / ``tail`` / ``balanced``) is used as given: our templates keep
 OpenPrompt's ``shortenable_ids`` as their last input flag, as its own templates do, so its head / tail
@@ -37,6 +38,29 @@ import openprompt_ipt  # noqa: F401  (change 1: registers our templates with Ope
 
 def say(note: str) -> None:
     print(f"note (openprompt_ipt.openprompt.cli): {note}")
+
+
+def seed_everything(seed) -> None:
+    """OpenPrompt's ``set_seed`` seeds only a truthy seed (``if seed:``): ``reproduce.seed: 0`` seeded nothing, and
+    torch 2.13 seeds its generator afresh in every process, so each run drew another start. Every seed but null."""
+    import random
+
+    import numpy as np
+    import torch
+
+    if seed is None:  # OpenPrompt's "unset"
+        return
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)  # every device's generator
+
+
+def bad_seed(seed) -> Optional[str]:
+    """The error line for a ``reproduce.seed`` numpy cannot take (a traceback from ``np.random.seed`` after the
+    run's folder was made), else None."""
+    if seed is None or (isinstance(seed, int) and not isinstance(seed, bool) and 0 <= seed <= 2**32 - 1):
+        return None
+    return f"reproduce.seed = {seed!r} is not allowed: give an integer in [0, 4294967295] (or null: unseeded)"
 
 
 def split_data_root(argv: List[str]):
@@ -200,7 +224,6 @@ def main(argv: Optional[List[str]] = None) -> int:
     from openprompt.config import get_config, save_config_to_yaml
     from openprompt.data_utils import FewShotSampler
     from openprompt.utils.logging import config_experiment_dir, init_logger
-    from openprompt.utils.reproduciblity import set_seed
 
     data_root, rest = split_data_root(list(sys.argv[1:] if argv is None else argv))
     if "-h" in rest or "--help" in rest:
@@ -228,6 +251,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     if config.task != "classification":
         print(f"error: task: {config.task} is not supported: our templates feed masked-LM classifiers", file=sys.stderr)
         return 2
+    if bad_seed(config.reproduce.seed):
+        print(f"error: {bad_seed(config.reproduce.seed)}", file=sys.stderr)
+        return 2
     if args.resume and args.test:
         print("error: --resume and --test cannot be used together", file=sys.stderr)
         return 2
@@ -247,7 +273,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         exp_path = config_experiment_dir(config)
         init_logger(os.path.join(exp_path, "log.txt"), config.logging.file_level, config.logging.console_level)
         save_config_to_yaml(config)
-    set_seed(config.reproduce.seed)
+    seed_everything(config.reproduce.seed)
     try:
         if config.learning_setting == "few_shot":
             sampling = config.sampling_from_train
@@ -256,7 +282,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                                          also_sample_dev=sampling.also_sample_dev,
                                          num_examples_per_label_dev=sampling.num_examples_per_label_dev)
                 few_train, few_dev = sampler(train_dataset=train, valid_dataset=dev, seed=seed)
-                set_seed(config.reproduce.seed)
+                seed_everything(config.reproduce.seed)
                 run_one(config, os.path.join(exp_path, f"seed-{seed}"), labels, few_train, few_dev, test,
                         resume=args.resume, test_dir=args.test)
         else:

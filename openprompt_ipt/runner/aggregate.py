@@ -31,6 +31,19 @@ IDPG_TABLE1 = OrderedDict([("mpqa", "accuracy"), ("subj", "accuracy"), ("cr", "a
                            ("stsb", "pearson_spearman"), ("qqp", "acc_and_f1")])
 AVG_TITLE = "Avg (IDPG Table 1's 10 tasks)"
 _SEED_DIR = re.compile(r"seed-?\d+$")  # runs.py: <output_dir>/<config name>/seed<k>
+def _natural(name: str) -> List:
+    """seed2 before seed10: the numbers in a folder name compare as numbers."""
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
+
+
+def _walk(top: str):
+    """``os.walk`` in name order: the disk's own order (ext4: a per-disk hash) would order the tables' rows and
+    seeds differently on another machine."""
+    for dirpath, dirnames, names in os.walk(top):
+        dirnames.sort(key=_natural)  # in place: os.walk descends in this order
+        yield dirpath, dirnames, sorted(names, key=_natural)
+
+
 SWEEP_TITLES = {"prompt_length": "prompt length (cf. IPT Figure 5)",
                 "sequence_utilization_rate": "sequence utilization rate (cf. IPT Table 6)"}
 
@@ -39,7 +52,7 @@ def find_metrics(paths: Sequence[str]) -> List[str]:
     """Every metrics.json under the given run directories / globs (each one must match something)."""
     files: List[str] = []
     for pattern in paths:
-        matches = sorted(glob.glob(pattern)) or ([pattern] if os.path.exists(pattern) else [])
+        matches = sorted(glob.glob(pattern), key=_natural) or ([pattern] if os.path.exists(pattern) else [])
         if not matches:
             raise FileNotFoundError(f"no run directory matches '{pattern}'")
         for m in matches:
@@ -52,7 +65,7 @@ def find_metrics(paths: Sequence[str]) -> List[str]:
                     raise ValueError(f"'{m}' is not a run's metrics.json: give run directories (runs/<config>) or "
                                      "their metrics.json files")
                 continue
-            for dirpath, _, names in os.walk(m):
+            for dirpath, _, names in _walk(m):
                 if "metrics.json" in names:
                     files.append(os.path.join(dirpath, "metrics.json"))
     seen, unique = set(), []
@@ -71,8 +84,8 @@ def unfinished_seeds(paths: Sequence[str]) -> List[str]:
     failed or is still running, which no table counts (said under results.md, never dropped without a word)."""
     found: List[str] = []
     for pattern in paths:
-        for m in sorted(glob.glob(pattern)) or [pattern]:
-            for dirpath, dirnames, names in os.walk(m):
+        for m in sorted(glob.glob(pattern), key=_natural) or [pattern]:
+            for dirpath, dirnames, names in _walk(m):
                 if _SEED_DIR.match(os.path.basename(dirpath)) and "metrics.json" not in names:
                     found.append(dirpath)
                     dirnames[:] = []  # its sweep points / CV folds are part of it

@@ -20,6 +20,7 @@ from ..data.prepare import Splits, prepare_splits
 from ..data.protocols import cv_folds
 from ..serialization import write_text_atomic
 from .local_paths import record_local_paths, recorded_config
+from .schema import check_value
 from .selection import label_result, split_with_cap
 from .sweep import apply_point, expand_grid, point_name, select_best
 
@@ -164,7 +165,7 @@ def run_seeds(cfg: Dict, name: str, output_dir: Optional[str], seeds: Sequence[i
 
     train_fn = train_fn or default_train
     root = data_root(root)
-    seeds = list(seeds) if seeds else [int(cfg["seed"])]
+    seeds = [check_value("seed", s) for s in seeds] if seeds else [int(cfg["seed"])]  # before any seed trains
     if len(set(seeds)) != len(seeds):
         raise ValueError(f"--seeds lists a seed twice: {seeds}")
     expand_grid(cfg.get("sweep") or {})  # bad sweeps fail before anything runs

@@ -75,6 +75,7 @@ def _num(x: float) -> str:
 
 INT_POS = Number(int, low=1)
 INT_NONNEG = Number(int, low=0)
+SEED = Number(int, low=0, high=2**32 - 1)  # numpy's np.random.seed refuses any other (after a seed's run)
 POSITIVE = Number(float, low=0, low_open=True)
 FRACTION_OPEN = Number(float, low=0, high=1, low_open=True, high_open=True)
 DROPOUT = Number(float, low=0, high=1, high_open=True)
@@ -88,7 +89,7 @@ IPT = {"table_dim": TABLE_DIM, "init_std": INIT_STD, "sparse": Flag(),
        "max_source_tokens": INT_POS}
 
 SCHEMA: Dict[str, object] = {
-    "seed": INT_NONNEG,
+    "seed": SEED,
     # dataset
     "dataset.dev_from_train": FRACTION_OPEN,
     "dataset.test_from_train": Number(float, low=0, high=1, low_open=True, high_open=True,
@@ -169,7 +170,7 @@ SCHEMA: Dict[str, object] = {
 # the pretraining YAMLs (pretraining/config.py: yamls/pretrain_{textcnn,lstm,mlp}.yaml; pretraining/ppt.py:
 # yamls/pretrain_ppt*.yaml) have their own sections, checked by the same rules
 PRETRAIN: Dict[str, object] = {
-    "seed": INT_NONNEG,
+    "seed": SEED,
     "corpus.max_length": INT_POS,
     "corpus.min_tokens": INT_NONNEG,
     "corpus.max_per_category": Number(int, low=1, null="no cap"),
@@ -189,7 +190,7 @@ PRETRAIN: Dict[str, object] = {
     "train.max_minutes": Number(float, low=0, low_open=True, null="no time limit"),
 }
 PPT: Dict[str, object] = {
-    "seed": INT_NONNEG,
+    "seed": SEED,
     "corpus.pairs": INT_POS,
     "corpus.min_words": INT_POS,
     "corpus.max_words": INT_POS,
