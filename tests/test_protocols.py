@@ -78,6 +78,21 @@ def test_cv_folds_are_disjoint_cover_and_stratified():
         cv_folds(exs[:1], 2, 0)
 
 
+def test_cv_folds_keep_a_multirc_paragraph_in_one_fold():
+    """Answer-level examples: a question's other answers in the training folds would leak into its held-out score."""
+    exs = [InputExample(guid=f"train-{p}-{q}-{a}", text_a=f"paragraph {p}", text_b=f"question {q}", label=a % 2,
+                        meta={"answer": f"a{a}", "group": f"{p}-{q}", "paragraph": str(p)})
+           for p in range(6) for q in range(2) for a in range(3)]
+    folds = cv_folds(exs, 4, seed=0)
+    held = [guids(h) for _, h in folds]
+    assert sorted(g for h in held for g in h) == sorted(guids(exs)) and all(held)
+    for tr, h in folds:
+        assert not {e.meta["paragraph"] for e in tr} & {e.meta["paragraph"] for e in h}
+    assert [guids(h) for _, h in cv_folds(list(reversed(exs)), 4, seed=0)] == held  # input order does not matter
+    with pytest.raises(ValueError, match=r"cv_folds=4 needs at least 4 paragraphs .* come from 3"):
+        cv_folds(exs[:18], 4, 0)
+
+
 def test_low_resource_sizes():
     exs = pool(400, 3)
     for k in (100, 500, 1000 - 800):

@@ -101,9 +101,12 @@ def few_shot_splits(pool: Sequence, k: int, dev_k: int, seed: int, labels: Seque
 
 
 def cv_folds(examples: Sequence, n_folds: int, seed: int) -> List[Tuple[List, List]]:
-    """``n_folds`` (train, held) pairs: label-stratified, the held parts disjoint and covering ``examples``."""
+    """``n_folds`` (train, held) pairs: label-stratified, the held parts disjoint and covering ``examples``;
+    answer-level examples (MultiRC) by whole paragraphs, so no question is both trained on and held out."""
     if n_folds < 2 or n_folds > len(examples):
         raise ValueError(f"protocol.cv_folds={n_folds} must be between 2 and the {len(examples)} examples")
+    if _paragraph(examples[0]) is not None:
+        return _paragraph_folds(examples, n_folds, seed)
     rng = random.Random(seed)
     parts: List[List] = [[] for _ in range(n_folds)]
     offset = 0
@@ -113,4 +116,26 @@ def cv_folds(examples: Sequence, n_folds: int, seed: int) -> List[Tuple[List, Li
         for i, ex in enumerate(group):  # deal round-robin, continuing where the last label stopped
             parts[(offset + i) % n_folds].append(ex)
         offset += len(group)
+    return [([ex for j, p in enumerate(parts) if j != i for ex in p], parts[i]) for i in range(n_folds)]
+
+
+def _paragraph(example):
+    """The paragraph an answer-level example (MultiRC) belongs to, as ``splits.held_out_split`` keeps it whole."""
+    return (getattr(example, "meta", None) or {}).get("paragraph")
+
+
+def _paragraph_folds(examples: Sequence, n_folds: int, seed: int) -> List[Tuple[List, List]]:
+    """Folds of whole paragraphs (seeded), each to the fold with the fewest examples so far: a question split
+    across folds would be trained on with its other answers while one is scored as held out."""
+    units: Dict[str, List] = {}
+    for ex in sorted(examples, key=_key):
+        units.setdefault(str(_paragraph(ex)), []).append(ex)
+    if len(units) < n_folds:
+        raise ValueError(f"protocol.cv_folds={n_folds} needs at least {n_folds} paragraphs (answers of one paragraph "
+                         f"stay in one fold) but the {len(examples)} examples come from {len(units)}: lower cv_folds")
+    keys = sorted(units)
+    random.Random(seed).shuffle(keys)
+    parts: List[List] = [[] for _ in range(n_folds)]
+    for k in keys:
+        min(parts, key=len).extend(units[k])
     return [([ex for j, p in enumerate(parts) if j != i for ex in p], parts[i]) for i in range(n_folds)]
