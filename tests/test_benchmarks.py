@@ -352,6 +352,14 @@ def test_plot_groups_draws_the_tables_and_refuses_a_missing_one(tmp_path, capsys
     missing = tmp_path / "none.png"
     assert bench.main(["--groups", "agnews_table5", "imdb_table5", "--tables", str(tables), "--out", str(missing)]) == 2
     assert "accuracy.py --group imdb_table5" in capsys.readouterr().err and not missing.exists()
+    # a figure already there (another set of groups) was replaced without a word: kept unless --overwrite
+    out.write_bytes(b"theirs")
+    assert bench.main(["--groups", "agnews_table5", "--tables", str(tables), "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"error: --out: '{out}' already exists: --overwrite replaces it, or give another --out"]
+    assert out.read_bytes() == b"theirs"
+    assert bench.main(["--groups", "agnews_table5", "--tables", str(tables), "--out", str(out), "--overwrite"]) == 0
+    assert out.read_bytes()[:4] == b"\x89PNG"
 
 
 def _sweep_point(root, name, seed, point, cfg_iw, acc, template="instance_wise"):
@@ -388,6 +396,14 @@ def test_plot_prompt_length_puts_both_sweeps_on_prompt_positions(tmp_path, capsy
     err = capsys.readouterr().err
     assert "not an instance_wise run" in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "bad.md").exists() and not (tmp_path / "bad.png").exists()
+    # the same --out again (another pair of sweeps' figure there): kept unless --overwrite, before any run is read
+    (tmp_path / "docs" / "fig.md").write_text("theirs")
+    assert bench.main([str(tmp_path / "no-sweep"), "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"error: --out: '{out}.md' already exists: --overwrite replaces it, or give another --out"]
+    assert (tmp_path / "docs" / "fig.md").read_text() == "theirs"
+    assert bench.main([str(tmp_path / "ipt"), str(tmp_path / "pt"), "--out", str(out), "--overwrite"]) == 0
+    assert "| series | 9 | 14 |" in (tmp_path / "docs" / "fig.md").read_text()
 
 
 def test_accuracy_resumes_a_run_killed_before_its_first_checkpoint_and_overwrite_clears_the_group(tmp_path):
