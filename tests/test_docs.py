@@ -385,7 +385,7 @@ def test_documented_aggregate_commands_write_outside_the_projects_docs(monkeypat
 
 
 FIGURE_SCRIPTS = {"plot_curves": "stem", "sts_cosine": "stem", "plot_prompt_length": "stem", "visualize_prompts": "file",
-                  "plot_groups": "file"}
+                  "plot_groups": "file", "aggregate": "folder"}
 
 
 def figure_commands():
@@ -401,19 +401,24 @@ def figure_commands():
 
 
 def test_a_documented_command_that_remakes_a_committed_figure_says_overwrite():
-    """Figure scripts keep an existing --out unless --overwrite: a page's command that writes over a committed
-    figure (docs/curves/..., docs/img/table5.png) must say --overwrite, or it stops at its first line when rerun."""
+    """Figure scripts and aggregate keep an existing --out unless --overwrite: a page's command that writes over a
+    committed figure or table (docs/curves/..., docs/img/table5.png, docs/prompt_length/) must say --overwrite, or it
+    stops at its first line when rerun."""
+    from openprompt_ipt.runner.aggregate import earlier_outputs
+
     found, bad = 0, []
     for page, script, argv in figure_commands():
         out = argv[argv.index("--out") + 1] if "--out" in argv else None
         if not out or "<" in out:
             continue
-        files = [out + ".md", out + ".png"] if FIGURE_SCRIPTS[script] == "stem" else [out]
+        kind = FIGURE_SCRIPTS[script]
+        files = [out + ".md", out + ".png"] if kind == "stem" else [out] if kind == "file" else \
+            [os.path.join(out, f) for f in earlier_outputs(os.path.join(ROOT, out))]
         if any(os.path.exists(os.path.join(ROOT, f)) for f in files):
             found += 1
             if "--overwrite" not in argv:
                 bad.append(f"{page}: {script} --out {out}")
-    assert found >= 8 and bad == []
+    assert found >= 12 and bad == []
 
 
 def _load(script):
