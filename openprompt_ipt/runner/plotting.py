@@ -1,5 +1,6 @@
 """Figures for tables and benchmarks: pyplot on the Agg backend (CI machines have no display) and a
-finished figure as PNG bytes, so callers can write it atomically beside its table."""
+finished figure as PNG bytes, so callers can write it atomically beside its table; the output checks and
+writes of the figure and report scripts (an existing output is kept unless ``--overwrite``)."""
 from __future__ import annotations
 
 import io
@@ -37,6 +38,18 @@ def check_stem(stem: str, flag: str = "--out", overwrite: bool = False) -> None:
     check_output_folder(os.path.dirname(stem), flag, stem)
     if not overwrite:
         check_new_file([stem + ".md", stem + ".png"], flag)
+
+
+def check_output_file(path: str, flag: str, overwrite: bool, also=()) -> None:
+    """Before the work: the file ``path`` (and the files ``also`` beside it) can be written: not a folder, no file
+    among its folders, and not there already unless ``overwrite``."""
+    from .run_dirs import check_output_folder
+
+    if os.path.isdir(path):
+        raise ValueError(f"{flag} '{path}' is a folder: give a file name in it, e.g. {os.path.join(path, 'report.md')}")
+    check_output_folder(os.path.dirname(path), flag, path)
+    if not overwrite:
+        check_new_file([path, *also], flag)
 
 
 def check_new_file(paths, flag: str = "--out") -> None:
