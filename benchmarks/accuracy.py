@@ -43,7 +43,7 @@ sys.path.insert(0, ROOT)
 
 from openprompt_ipt.commands.run import parse_seeds  # noqa: E402
 from openprompt_ipt.runner.runs import mean_std  # noqa: E402
-from openprompt_ipt.serialization import write_bytes_atomic, write_text_atomic  # noqa: E402
+from openprompt_ipt.serialization import write_files_atomic  # noqa: E402
 from openprompt_ipt.training.metrics import METRICS  # noqa: E402
 from openprompt_ipt.training.run_dir import clear_runs, run_state  # noqa: E402
 
@@ -505,12 +505,11 @@ def summary_cli(doc: str, default_out: str, header: str, build, groups: List[str
         raise SystemExit(f"error: --results {args.results}: none of {', '.join(groups)} is a folder there; "
                          "point it at the folder benchmarks/accuracy.py wrote (default results/accuracy)")
     text = header + "\n\n" + build(args.results)
-    picture = figure(args.results) if figure is not None else None  # both made before either is written
-    write_text_atomic(args.out, text)
+    png = os.path.splitext(args.out)[0] + ".png"
+    files = {png: figure(args.results)} if figure is not None else {}  # both made before either is written
+    write_files_atomic({**files, args.out: text})  # one set: a kill never leaves a new table beside an old figure
     print(text)
-    if picture is not None:
-        png = os.path.splitext(args.out)[0] + ".png"
-        write_bytes_atomic(png, picture)
+    if files:
         print(f"wrote {png}")
     return 0
 
@@ -595,8 +594,7 @@ def main(argv=None) -> int:
     cmd = f"python benchmarks/accuracy.py --group {args.group} --workers {args.workers}" + \
           "".join(f" --set {shlex.quote(e)}" for e in shared)
     tables = report(args.group, group, rows, cmd, notes)
-    for fname, text in tables.items():
-        write_text_atomic(os.path.join(docs, fname), text)
+    write_files_atomic({os.path.join(docs, fname): text for fname, text in tables.items()})  # .md and .csv agree
     print(tables[f"{args.group}.md"])
     if docs != os.path.join(ROOT, "docs", "results"):
         print(f"wrote {os.path.join(docs, args.group + '.md')} (and .csv)", flush=True)

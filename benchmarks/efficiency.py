@@ -442,7 +442,9 @@ def main(argv=None) -> int:
                    help="vocabulary tables: sparse row updates as our runner trains them (default), or the "
                         "constructors' dense default (a stock AdamW keeps moments for every row)")
     p.add_argument("--keep-mlm-head", action="store_true", help="compute the unused vocabulary head (for comparison)")
-    p.add_argument("--output", default=None, help="write the markdown report here")
+    p.add_argument("--output", default=None, help="write the markdown report here (and its numbers as <output>.json); "
+                   "existing ones need --overwrite")
+    p.add_argument("--overwrite", action="store_true", help="replace an --output report (and its .json) that exists")
     p.add_argument("--threads", type=int, default=None,
                    help="torch threads (1 = no thread barriers: steadier step times on a busy 2-core machine)")
     p.add_argument("--late-layer", type=int, default=None,
@@ -459,6 +461,7 @@ def main(argv=None) -> int:
 
     try:  # the runner's check: a name torch does not know, or a GPU this machine lacks, is one line
         args.device = str(resolve_device(args.device, key="--device"))  # auto: a GPU when there is one
+        check_report(args, [report_json(args.output)])  # an earlier measurement: kept unless told, before minutes of work
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -531,12 +534,8 @@ def main(argv=None) -> int:
     lines += paired_ratios(times, args.steps) + ["", f"Command: `{args.command}`"]
     text = "\n".join(lines)
     print(text)
-    if args.output:
-        from openprompt_ipt.serialization import write_text_atomic
-        write_text_atomic(args.output, text + "\n")
-        write_text_atomic(os.path.splitext(args.output)[0] + ".json", json.dumps(
-            {"args": vars(args), "load_average": load, "step_seconds": times, "flops": flops, "inference_ex_s": infer, "memory": memory,
-             "saved_for_backward_mb": saved}, indent=1))
+    write_report(args, text, {"load_average": load, "step_seconds": times, "flops": flops, "inference_ex_s": infer,
+                              "memory": memory, "saved_for_backward_mb": saved})
     return 0
 
 
@@ -546,14 +545,40 @@ def command_line(argv) -> str:
     return shlex.join(["python", "benchmarks/efficiency.py", *argv])
 
 
+def report_json(output):
+    return os.path.splitext(output)[0] + ".json" if output else None
+
+
+def check_report(args, also=()) -> None:
+    """Before the measurement: ``--output`` (and ``also``) can be written, and an earlier report there is kept
+    unless ``--overwrite`` (a measurement cannot be made again as it was): a ValueError naming it."""
+    from openprompt_ipt.runner.plotting import check_output_file
+
+    if args.output:
+        check_output_file(args.output, "--output", args.overwrite, also)
+
+
+def write_report(args, text, payload=None) -> None:
+    """The report (and with ``payload`` its numbers as <output>.json, one set with it) written to ``--output``."""
+    from openprompt_ipt.runner.plotting import write_new_files
+
+    if not args.output:
+        return
+    files = {args.output: text + "\n"}
+    if payload is not None:
+        files[report_json(args.output)] = json.dumps({"args": vars(args), **payload}, indent=1)
+    try:
+        write_new_files(files, "--output", args.overwrite)
+    except ValueError as e:  # another process wrote it while this one measured
+        print(f"error: {e}", file=sys.stderr)
+        raise SystemExit(2)
+
+
 def _emit(args, lines, payload) -> None:
     """Print the report; with --output, write it and a JSON of the arguments and the numbers beside it."""
     text = "\n".join(lines + ["", f"Command: `{args.command}`"])
     print(text)
-    if args.output:
-        from openprompt_ipt.serialization import write_text_atomic
-        write_text_atomic(args.output, text + "\n")
-        write_text_atomic(os.path.splitext(args.output)[0] + ".json", json.dumps({"args": vars(args), **payload}, indent=1))
+    write_report(args, text, payload)
 
 
 def _ratio(values, name) -> str:

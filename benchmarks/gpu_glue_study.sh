@@ -22,7 +22,7 @@ PY=${PYTHON:-python3}
 source benchmarks/gpu_runs.sh
 device_setup glue.tgz || exit 1
 if [ -n "${CHECK_SPEED:-}" ]; then  # step time per method on the idle GPU first: is IDPG still ~10x Prompt Tuning?
-  timeout 150 $PY benchmarks/efficiency.py --backbone /tmp/minilm --batch-size 32 --rounds 2 --steps 5 --no-memory \
+  timeout 150 $PY benchmarks/efficiency.py --backbone /tmp/minilm --batch-size 32 --rounds 2 --steps 5 --no-memory --overwrite \
     --methods "Prompt Tuning,P-tuning v2,S-IDPG-PHM,M-IDPG-PHM (cached [CLS]),M-IDPG-PHM (uncached [CLS]),M-IDPG-PHM (hidden injection)" \
     --data-root /tmp/assets --output "$OUT/speed.md" > "$OUT/speed.log" 2>&1 || echo "speed check failed: $OUT/speed.log"
 fi

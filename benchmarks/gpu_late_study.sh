@@ -26,7 +26,7 @@ nvidia-smi --query-gpu=name,memory.used,utilization.gpu --format=csv
 # 1. efficiency on the idle GPU (the targets: LPT's step and peak memory <= 0.7x Prompt Tuning's at l = 12);
 # SKIP_EFFICIENCY=1 goes straight to the study (a second call on finished runs: put them under results/ first)
 [ -n "${SKIP_EFFICIENCY:-}" ] || {
-E="benchmarks/efficiency.py --backbone random:roberta-large --batch-size 16 --seq-len 128 --device cuda --data-root /tmp/assets"
+E="benchmarks/efficiency.py --backbone random:roberta-large --batch-size 16 --seq-len 128 --device cuda --data-root /tmp/assets --overwrite"  # $OUT is scratch
 timeout 150 $PY $E --rounds 2 --steps 5 --methods "Prompt Tuning,P-tuning v2,LPT-NPG,LPT-APPG,Late prompt (plain)" \
   --output "$OUT/rl_fp32.md" > "$OUT/rl_fp32.log" 2>&1 || echo "fp32 efficiency failed or timed out: rl_fp32.log"
 timeout 90 $PY $E --rounds 2 --steps 5 --no-memory --mixed-precision bf16 --output "$OUT/rl_bf16.md" \

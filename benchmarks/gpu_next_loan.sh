@@ -25,7 +25,7 @@ step() {  # step NAME SECONDS COMMAND...: run with a time limit, say how it ende
 }
 
 step test_cuda 150 $PY -m pytest -q -p no:cacheprovider tests/test_cuda.py
-E="benchmarks/efficiency.py --backbone random:roberta-large --batch-size 16 --seq-len 128 --device cuda"
+E="benchmarks/efficiency.py --backbone random:roberta-large --batch-size 16 --seq-len 128 --device cuda --overwrite"  # $OUT is scratch
 step rl_memory_fp32 90 $PY $E --late-layer 12 --memory-only --output "$OUT/rl_memory_fp32.md" \
   --methods "Prompt Tuning,P-tuning v2,LPT-NPG,LPT-MPPG"
 for mp in bf16 no; do

@@ -116,8 +116,18 @@ def main(argv=None):
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--steps", type=int, default=3)
     p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--output", default=None, help="write the table (markdown) here as well")
+    p.add_argument("--output", default=None, help="write the table (markdown) here as well (an existing one needs "
+                   "--overwrite)")
+    p.add_argument("--overwrite", action="store_true", help="replace an --output table that exists")
     args = p.parse_args(argv)
+    from openprompt_ipt.runner.plotting import check_output_file, write_new_files
+
+    try:
+        if args.output:  # an earlier measurement: kept unless told, before the rounds
+            check_output_file(args.output, "--output", args.overwrite, [os.path.splitext(args.output)[0] + ".json"])
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     torch.set_num_threads(args.threads)
     hf_logging.set_verbosity_error()
     path = resolve_backbone(args.backbone)
@@ -156,10 +166,13 @@ def main(argv=None):
     if args.output:
         import json
 
-        from openprompt_ipt.serialization import write_text_atomic
-        write_text_atomic(args.output, text)
-        write_text_atomic(os.path.splitext(args.output)[0] + ".json", json.dumps(
-            {"command": cmd.strip(), "args": vars(args), "ms_per_step_per_round": times}, indent=1))
+        payload = json.dumps({"command": cmd.strip(), "args": vars(args), "ms_per_step_per_round": times}, indent=1)
+        try:
+            write_new_files({args.output: text, os.path.splitext(args.output)[0] + ".json": payload}, "--output",
+                            args.overwrite)
+        except ValueError as e:  # another process wrote it while this one measured
+            print(f"error: {e}", file=sys.stderr)
+            return 2
     return 0
 
 

@@ -180,9 +180,18 @@ def configuration(cls, kwargs) -> str:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--architecture", default="roberta-large", help="a config shipped in openprompt_ipt/configs")
-    p.add_argument("--output", default=None, help="also write the markdown here")
+    p.add_argument("--output", default=None, help="also write the markdown here (an existing file needs --overwrite)")
+    p.add_argument("--overwrite", action="store_true", help="replace an --output file that exists")
     args = p.parse_args(argv)
     command = sys.argv[1:] if argv is None else argv  # the file says what made it, not what made the committed one
+    from openprompt_ipt.runner.plotting import check_output_file, write_new_files
+
+    try:
+        if args.output:
+            check_output_file(args.output, "--output", args.overwrite)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     started = time.time()
     model, tokenizer = random_masked_lm(args.architecture)
     glove = random_glove(os.path.join(tempfile.mkdtemp(), "glove300.txt"), tokenizer)
@@ -211,9 +220,12 @@ def main(argv=None) -> int:
     lines += ["", f"_{time.time() - started:.0f} s (Adapter / Compacter rows: run in the peers venv)_"]
     text = "\n".join(lines)
     print(text)
-    if args.output:
-        with open(args.output, "w") as f:
-            f.write(text + "\n")
+    if args.output:  # whole or not at all: it was written in place, half a table after a kill
+        try:
+            write_new_files({args.output: text + "\n"}, "--output", args.overwrite)
+        except ValueError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
     return 0 if ok else 1
 
 

@@ -1,10 +1,12 @@
 """Finished accuracy groups in one figure: a panel per group, test accuracy mean ± std per method as a
 point with error bars, the paper's number as a marker beside it.
 
-    python benchmarks/plot_groups.py --groups sst2_table5 agnews_table5 imdb_table5 --out docs/img/table5.png
+    python benchmarks/plot_groups.py --groups sst2_table5 agnews_table5 imdb_table5 \
+        --out docs/img/table5.png --overwrite
 
 Reads the tables ``benchmarks/accuracy.py`` wrote (``docs/results/<group>.csv``), so it plots exactly
-what the markdown tables say.
+what the markdown tables say. An existing ``--out`` is replaced only with ``--overwrite`` (the line above
+regenerates the committed figure).
 """
 from __future__ import annotations
 
@@ -31,9 +33,8 @@ def read_table(path: str) -> List[Dict]:
     return rows
 
 
-def plot(tables: Dict[str, List[Dict]], out: str, titles: Dict[str, str]) -> None:
-    from openprompt_ipt.runner.plotting import png_bytes, pyplot
-    from openprompt_ipt.serialization import write_bytes_atomic
+def plot(tables: Dict[str, List[Dict]], out: str, titles: Dict[str, str], overwrite: bool = True) -> None:
+    from openprompt_ipt.runner.plotting import png_bytes, pyplot, write_new_files
 
     fig, axes = pyplot().subplots(1, len(tables), figsize=(4.2 * len(tables), 4.0), squeeze=False)
     for ax, (name, rows) in zip(axes[0], tables.items()):
@@ -56,24 +57,33 @@ def plot(tables: Dict[str, List[Dict]], out: str, titles: Dict[str, str]) -> Non
         ax.set_ylabel("test accuracy (%)")
         ax.grid(axis="y", alpha=0.3)
     axes[0][0].legend(fontsize=7, loc="best")
-    write_bytes_atomic(out, png_bytes(fig))
+    write_new_files({out: png_bytes(fig)}, overwrite=overwrite)
 
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--groups", nargs="+", required=True, help="groups of benchmarks/accuracy_groups.yaml")
     p.add_argument("--tables", default=os.path.join(ROOT, "docs", "results"), help="where the group tables are")
-    p.add_argument("--out", required=True, help="PNG to write")
+    p.add_argument("--out", required=True, help="PNG to write (an existing one needs --overwrite)")
+    p.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
     args = p.parse_args(argv)
     from accuracy import load_group
+    from openprompt_ipt.runner.plotting import check_new_file
+    from openprompt_ipt.runner.run_dirs import check_output_folder
 
     try:
+        if os.path.isdir(args.out):
+            raise ValueError(f"--out '{args.out}' is a folder: give a file name in it, e.g. "
+                             f"{os.path.join(args.out, 'groups.png')}")
+        check_output_folder(os.path.dirname(args.out), "--out", args.out)
+        if not args.overwrite:
+            check_new_file([args.out])  # another figure there: kept unless told
         tables = {g: read_table(os.path.join(args.tables, f"{g}.csv")) for g in args.groups}
         titles = {g: load_group(g)["title"] for g in args.groups}
+        plot(tables, args.out, titles, args.overwrite)
     except (FileNotFoundError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    plot(tables, args.out, titles)
     print(f"wrote {args.out}")
     return 0
 

@@ -2,13 +2,14 @@
 text, for an IPT sweep and its Prompt Tuning baseline swept to the same sizes.
 
     python benchmarks/plot_prompt_length.py results/sweeps/cb_prompt_length_sweep \
-        results/sweeps/cb_prompt_length_sweep_pt --out docs/prompt_length/pt_vs_ipt
+        results/sweeps/cb_prompt_length_sweep_pt --out docs/prompt_length/pt_vs_ipt --overwrite
 
 The two sweeps vary different keys (``instance_wise.prompt_length`` = L instance vectors after 4 task
 vectors; ``instance_wise.task_prompt_length`` = 4 + L task vectors), so ``experiments/aggregate.py``
 plots them apart. Here each run's x is read from its own config.json: task vectors + instance vectors,
 i.e. the prompt positions the PLM sees. Writes ``<out>.md`` (table, with the IPT − PT difference of the
-means) and ``<out>.png``.
+means) and ``<out>.png``; existing ones only with ``--overwrite`` (the line above regenerates the
+committed figure).
 """
 from __future__ import annotations
 
@@ -100,17 +101,19 @@ def plot(series: Dict[str, Dict[int, List[float]]], metric: str) -> bytes:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("runs", nargs="+", help="sweep run directories (results/sweeps/<config name>)")
-    p.add_argument("--out", required=True, help="output stem: writes <out>.md and <out>.png")
+    p.add_argument("--out", required=True, help="output stem: writes <out>.md and <out>.png (existing ones need "
+                   "--overwrite)")
+    p.add_argument("--overwrite", action="store_true", help="replace <out>.md / <out>.png if they exist")
     args = p.parse_args(argv)
+    from openprompt_ipt.runner.plotting import check_stem, write_table_and_plot
+
     try:
+        check_stem(args.out, overwrite=args.overwrite)  # another figure there: kept unless told
         series, metric = collect(args.runs)
+        write_table_and_plot(args.out, table(series, metric), plot(series, metric), args.overwrite)
     except (FileNotFoundError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    md, png = table(series, metric), plot(series, metric)
-    from openprompt_ipt.runner.plotting import write_table_and_plot
-
-    write_table_and_plot(args.out, md, png)
     return 0
 
 

@@ -60,8 +60,14 @@ def main(argv=None) -> int:
     p.add_argument("--seq-len", type=int, default=128)
     p.add_argument("--rounds", type=int, default=15, help="interleaved rounds of one timed step per method")
     p.add_argument("--data-root", default=os.environ.get("IPT_ASSETS", os.path.join("..", "shared", "assets")))
-    p.add_argument("--output", default=None, help="write the markdown report here")
+    p.add_argument("--output", default=None, help="write the markdown report here (an existing one needs --overwrite)")
+    p.add_argument("--overwrite", action="store_true", help="replace an --output report that exists")
     args = p.parse_args(argv)
+    try:
+        efficiency.check_report(args)  # an earlier profile: kept unless told, before the rounds
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     names = efficiency.method_names(args.methods)
     if any(efficiency.METHODS[n][0].startswith("peft_") for n in names):
         from peft_peer import require_peft
@@ -110,9 +116,7 @@ def main(argv=None) -> int:
         lines.append(f"- {n}: " + ", ".join(f"`{op}` {ms:.0f} ms ×{c}" for op, ms, c in prof[n]["top_other"]))
     text = "\n".join(lines)
     print(text)
-    if args.output:
-        from openprompt_ipt.serialization import write_text_atomic
-        write_text_atomic(args.output, text + "\n")
+    efficiency.write_report(args, text)
     return 0
 
 

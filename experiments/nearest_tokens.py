@@ -4,7 +4,7 @@
 
 Rows are JSON objects in the task's own format (CB: premise, hypothesis; an optional label/idx). For
 each example and each prompt vector the run puts into the input (instance_wise: task prompt + instance
-prompt; generated_prefix with injection: input), prints the top-k tokens whose input word embeddings
+prompt; generated_prefix with injection: input; then the text's {"soft"} tokens, soft 1..), prints the top-k tokens whose input word embeddings
 are nearest by cosine similarity (special and [unused*] tokens skipped). Markdown to stdout by
 default; --output writes .md (markdown) or .json (an existing file is kept unless --overwrite; the --input
 file never).

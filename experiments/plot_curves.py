@@ -6,7 +6,7 @@ RUN_DIR is one seed's run directory (the folder with ``log.csv``; it may still b
 seed directory: the point it selected). Each run is
 labelled by its method and seed from ``metrics.json`` once finished, by its folder otherwise. The dev score
 shown is the one the runs selected their best epoch by (``train.metric``), when they share it. Writes
-``<out>.md`` and ``<out>.png``; on any error nothing is written.
+``<out>.md`` and ``<out>.png`` (existing ones only with ``--overwrite``); on any error nothing is written.
 """
 from __future__ import annotations
 
@@ -37,12 +37,14 @@ def main(argv=None) -> int:
     p.add_argument("runs", nargs="+", help="run directories of one seed each (with log.csv)")
     p.add_argument("--labels", nargs="+", default=None, help="one label per run (default: method, seed)")
     p.add_argument("--title", default="", help="figure title")
-    p.add_argument("--out", required=True, help="output stem: writes <out>.md and <out>.png")
+    p.add_argument("--out", required=True, help="output stem: writes <out>.md and <out>.png (existing ones need "
+                   "--overwrite)")
+    p.add_argument("--overwrite", action="store_true", help="replace <out>.md / <out>.png if they exist")
     args = p.parse_args(argv)
     from openprompt_ipt.runner.plotting import check_stem, write_table_and_plot
 
     try:
-        check_stem(args.out)
+        check_stem(args.out, overwrite=args.overwrite)  # another run's figure: kept unless told
         if args.labels is not None and len(args.labels) != len(args.runs):
             raise ValueError(f"{len(args.labels)} labels for {len(args.runs)} runs: give one label per run")
         labels = args.labels or [default_label(r) for r in args.runs]
@@ -53,10 +55,10 @@ def main(argv=None) -> int:
         selected = {run_metric(r) for r in logged}  # the score the runs picked their best epoch by, if one
         metric = dev_metric(curves, selected.pop() if len(selected) == 1 else None)
         md, png = curves_table(curves, metric), curves_figure(curves, args.title, metric)
+        write_table_and_plot(args.out, md, png, args.overwrite)
     except (FileNotFoundError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    write_table_and_plot(args.out, md, png)
     return 0
 
 

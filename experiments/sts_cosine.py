@@ -4,8 +4,9 @@ gold-score group in the top-k, without prompts (the frozen backbone) and with a 
     python experiments/sts_cosine.py --run runs/stsb_m_idpg_phm/seed42 --top-k 100 200 300 \
         --out docs/sts_cosine/stsb_m_idpg_phm
 
-writes <out>.md and <out>.png (openprompt_ipt/analysis/sts_cosine.py). The run may be any trained run
-whose task reads STS-B-style pairs (its config's dataset names the data); --max-pairs samples dev.
+writes <out>.md and <out>.png (existing ones only with --overwrite; openprompt_ipt/analysis/sts_cosine.py).
+The run may be any trained run whose task reads STS-B-style pairs (its config's dataset names the data);
+--max-pairs samples dev.
 """
 from __future__ import annotations
 
@@ -25,7 +26,9 @@ def main(argv=None) -> int:
     p.add_argument("--top-k", type=int, nargs="+", default=[100, 200, 300])
     p.add_argument("--max-pairs", type=int, default=None, help="a seeded sample of dev pairs (default: all)")
     p.add_argument("--data-root", default=None)
-    p.add_argument("--out", required=True, help="output stem: writes <out>.md and <out>.png")
+    p.add_argument("--out", required=True, help="output stem: writes <out>.md and <out>.png (existing ones need "
+                   "--overwrite)")
+    p.add_argument("--overwrite", action="store_true", help="replace <out>.md / <out>.png if they exist")
     args = p.parse_args(argv)
     try:
         from openprompt_ipt.analysis.sts_cosine import (figure, markdown, pair_cosines, plain_encoder,
@@ -36,7 +39,7 @@ def main(argv=None) -> int:
         from openprompt_ipt.runner.plotting import check_stem, write_table_and_plot
         from openprompt_ipt.runner.predict import load_run
 
-        check_stem(args.out)  # before the run and both encoders: seconds, not minutes
+        check_stem(args.out, overwrite=args.overwrite)  # before the run and both encoders: seconds, not minutes
         if args.max_pairs is not None and args.max_pairs < 1:
             raise ValueError(f"--max-pairs {args.max_pairs} must be at least 1 (leave it out for every dev pair)")
         predictor = load_run(args.run)
@@ -54,7 +57,7 @@ def main(argv=None) -> int:
         counts = {"no prompt (frozen backbone)": top_k_group_counts(pair_cosines(plain_encoder(backbone, tokenizer), pairs), gold, args.top_k),
                   f"with prompts ({paper_method_name(predictor.cfg)}, trained run)": top_k_group_counts(pair_cosines(prompted_encoder(predictor), pairs), gold, args.top_k)}
         os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-        write_table_and_plot(args.out, markdown(counts, len(pairs)), figure(counts))
+        write_table_and_plot(args.out, markdown(counts, len(pairs)), figure(counts), args.overwrite)
     except (ValueError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

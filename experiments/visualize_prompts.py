@@ -3,6 +3,8 @@ mean-pooled embeddings and (b) the pretrained prompt embeddings (PCA and t-SNE, 
 category) to a PNG, and print a silhouette score for each representation.
 
     python experiments/visualize_prompts.py --export exports/textcnn-minilm --out docs/img/prompt_space.png
+
+An existing --out or --json file (another export's figure) is kept unless --overwrite.
 """
 from __future__ import annotations
 
@@ -14,8 +16,10 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 
-def check_outputs(files) -> None:
-    """Each output file (flag -> path or None) can be written: not a folder, no file among its folders."""
+def check_outputs(files, overwrite: bool = False) -> None:
+    """Each output file (flag -> path or None) can be written: not a folder, no file among its folders, and
+    not there already unless ``overwrite`` (a finished figure is kept unless the user says so)."""
+    from openprompt_ipt.runner.plotting import check_new_file
     from openprompt_ipt.runner.run_dirs import check_output_folder
 
     for flag, path in files.items():
@@ -25,6 +29,8 @@ def check_outputs(files) -> None:
             raise ValueError(f"{flag} '{path}' is a folder: give a file name in it, e.g. "
                              f"{os.path.join(path, 'prompt_space.png' if flag == '--out' else 'scores.json')}")
         check_output_folder(os.path.dirname(path), flag, path)
+        if not overwrite:
+            check_new_file([path], flag)
 
 
 def main(argv=None) -> int:
@@ -36,6 +42,7 @@ def main(argv=None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=None)
     p.add_argument("--json", default=None, help="also write the scores here")
+    p.add_argument("--overwrite", action="store_true", help="replace --out / --json files that already exist")
     args = p.parse_args(argv)
     try:
         import torch
@@ -44,11 +51,12 @@ def main(argv=None) -> int:
 
         from openprompt_ipt.generators.vocab_table import tokenizer_fingerprint
         from openprompt_ipt.pretraining.pipeline import load_tokenizer
-        from openprompt_ipt.pretraining.visualize import REPRESENTATIONS, plot, read_heldout, represent, silhouettes
+        from openprompt_ipt.pretraining.visualize import REPRESENTATIONS, figure_png, read_heldout, represent, silhouettes
+        from openprompt_ipt.runner.plotting import write_new_files
         from safetensors import safe_open
 
         out = args.out or os.path.join(args.export, "prompt_space.png")
-        check_outputs({"--out": out, "--json": args.json})  # before PCA and t-SNE: a typo costs a line, not minutes
+        check_outputs({"--out": out, "--json": args.json}, args.overwrite)  # before PCA and t-SNE: a line, not minutes
         if args.threads:
             torch.set_num_threads(args.threads)
         texts, labels = read_heldout(args.export, args.n, args.seed)
@@ -69,8 +77,11 @@ def main(argv=None) -> int:
         categories = [c for c in json.loads(meta["categories"]) if c in set(labels)]
         reps = represent(texts, tokenizer, plm, table, args.prompt_length)
         scores, proj = silhouettes(reps, labels, seed=args.seed)
-        os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
-        out = plot(proj, labels, categories, scores, out)
+        files = {out: figure_png(proj, labels, categories, scores)}
+        if args.json:  # the scores land with their figure, or neither does
+            files[args.json] = json.dumps({"n": len(texts), "prompt_length": args.prompt_length, "scores": scores},
+                                          indent=2)
+        write_new_files(files, {out: "--out", args.json: "--json"}, args.overwrite)
     except (KeyError, ValueError, FileNotFoundError, ImportError) as e:
         # KeyError's str() wraps the message in quotes: print the message itself (not a path's own quote)
         print(f"error: {e.args[0] if isinstance(e, KeyError) and e.args else e}", file=sys.stderr)
@@ -80,11 +91,6 @@ def main(argv=None) -> int:
     for name, s in scores.items():
         print(f"{REPRESENTATIONS[name]:<72} {s['full_cosine']:>15.3f} {s['pca_2d']:>8.3f} {s['tsne_2d']:>9.3f}")
     print(f"silhouette: higher = categories better separated. plot: {out}")
-    if args.json:
-        from openprompt_ipt.serialization import write_text_atomic
-
-        write_text_atomic(args.json, json.dumps({"n": len(texts), "prompt_length": args.prompt_length, "scores": scores},
-                                                indent=2))
     return 0
 
 

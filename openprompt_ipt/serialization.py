@@ -3,11 +3,12 @@ atomic text writes, the one JSON-lines reader, and reads of saved files that fai
 file is damaged (a truncated checkpoint, a half-copied ``best.safetensors``)."""
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
 import tempfile
-from typing import Iterable, Iterator
+from typing import Dict, Iterable, Iterator, Union
 
 from torch import nn
 
@@ -191,6 +192,39 @@ def write_bytes_atomic(path: str, data: bytes, replace: bool = True) -> None:
     once never mix their bytes (tables, metrics, plots, CLI outputs all go through here). ``replace=False``:
     never replace a file that exists, not even one another process wrote while this one worked (a check
     before the work cannot see that): ``FileExistsError``, this call's bytes dropped."""
+    write_files_atomic({path: data}, replace)
+
+
+def write_files_atomic(files: Dict[str, Union[bytes, str]], replace: bool = True) -> None:
+    """``write_bytes_atomic`` for files that belong together (a table and its figure): every file is written
+    to its temp first, then all are renamed in the given order, so a kill or an error while one is written
+    leaves the previous set whole, never a new table beside an old figure. ``replace=False``: a file that
+    exists by now is ``FileExistsError``, and those of this set already placed are taken back."""
+    temps, placed = {}, []
+    try:
+        for path, data in files.items():
+            temps[path] = _synced_temp(path, data.encode("utf-8") if isinstance(data, str) else data)
+        for path, tmp in temps.items():
+            if replace:
+                os.replace(tmp, path)
+            else:
+                try:
+                    place_new(tmp, path)
+                except FileExistsError:  # os.link names the temp first: name the file that exists
+                    raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), path) from None
+                placed.append(path)
+    except FileExistsError:
+        for path in placed:  # this set's own new files (hard links of its temps): the set lands whole or not at all
+            os.remove(path)
+        raise
+    finally:
+        for tmp in temps.values():
+            if os.path.lexists(tmp):
+                os.remove(tmp)
+
+
+def _synced_temp(path: str, data: bytes) -> str:
+    """``data`` in a new temp file beside ``path``, on the disk (fsync) and 0644; removed if writing fails."""
     folder = os.path.dirname(path) or "."
     os.makedirs(folder, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
@@ -200,13 +234,10 @@ def write_bytes_atomic(path: str, data: bytes, replace: bool = True) -> None:
             f.flush()
             os.fsync(f.fileno())  # on the disk before the rename: a power loss never leaves it empty (durable())
         usual_mode(tmp)  # mkstemp makes it 0600; every other output is 0644
-        if replace:
-            os.replace(tmp, path)
-        else:
-            place_new(tmp, path)
-    finally:
-        if os.path.lexists(tmp):
-            os.remove(tmp)
+    except BaseException:
+        os.remove(tmp)
+        raise
+    return tmp
 
 
 def place_new(src: str, path: str) -> None:

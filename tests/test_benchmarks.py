@@ -41,6 +41,29 @@ def test_efficiency_benchmark_smoke(tmp_path, capsys):
     assert abs(float(rows["PT + Random IPT"][5]) - 1.0) < 0.02
     if peft:
         assert "| PEFT prompt tuning | 640 |" in table
+    assert json.loads((tmp_path / "perf.json").read_text())["flops"]  # the numbers beside the report
+
+
+def test_a_benchmark_report_already_there_is_kept_unless_overwrite(tmp_path, capsys):
+    """efficiency / step_profile / hf_door_vs_peft / param_counts --output replaced an earlier measurement (another
+    machine's, a quiet one's) without a word, after minutes of timing; param_counts wrote in place (half a table after
+    a kill). Each now refuses in one line naming the file and --overwrite before any work, and writes atomically."""
+    report = tmp_path / "report.md"
+    report.write_text("an earlier measurement\n")
+    (tmp_path / "report.json").write_text("{}")
+    line = f"error: --output: '{report}' already exists: --overwrite replaces it, or give another --output"
+    none = str(tmp_path / "no-backbone")  # refused before it is looked for: no work starts
+    for name, argv in (("efficiency", ["--device", "cpu", "--backbone", none]), ("step_profile", ["--backbone", none]),
+                       ("hf_door_vs_peft", ["--backbone", none]), ("param_counts", ["--architecture", "no-such"])):
+        bench = _load(name)
+        assert bench.main(argv + ["--output", str(report)]) == 2, name
+        assert capsys.readouterr().err.strip().splitlines() == [line], name
+    json_only = tmp_path / "new.md"
+    (tmp_path / "new.json").write_text("{}")  # efficiency's numbers of an earlier report: kept with it
+    assert _load("efficiency").main(["--device", "cpu", "--backbone", none, "--output", str(json_only)]) == 2
+    assert f"'{tmp_path / 'new.json'}' already exists" in capsys.readouterr().err
+    assert report.read_text() == "an earlier measurement\n" and sorted(os.listdir(tmp_path)) == \
+        ["new.json", "report.json", "report.md"]
 
 
 def test_efficiency_benchmark_bf16_autocast_runs_every_kind_of_injection(tmp_path, monkeypatch):
@@ -352,6 +375,14 @@ def test_plot_groups_draws_the_tables_and_refuses_a_missing_one(tmp_path, capsys
     missing = tmp_path / "none.png"
     assert bench.main(["--groups", "agnews_table5", "imdb_table5", "--tables", str(tables), "--out", str(missing)]) == 2
     assert "accuracy.py --group imdb_table5" in capsys.readouterr().err and not missing.exists()
+    # a figure already there (another set of groups) was replaced without a word: kept unless --overwrite
+    out.write_bytes(b"theirs")
+    assert bench.main(["--groups", "agnews_table5", "--tables", str(tables), "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"error: --out: '{out}' already exists: --overwrite replaces it, or give another --out"]
+    assert out.read_bytes() == b"theirs"
+    assert bench.main(["--groups", "agnews_table5", "--tables", str(tables), "--out", str(out), "--overwrite"]) == 0
+    assert out.read_bytes()[:4] == b"\x89PNG"
 
 
 def _sweep_point(root, name, seed, point, cfg_iw, acc, template="instance_wise"):
@@ -388,6 +419,14 @@ def test_plot_prompt_length_puts_both_sweeps_on_prompt_positions(tmp_path, capsy
     err = capsys.readouterr().err
     assert "not an instance_wise run" in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "bad.md").exists() and not (tmp_path / "bad.png").exists()
+    # the same --out again (another pair of sweeps' figure there): kept unless --overwrite, before any run is read
+    (tmp_path / "docs" / "fig.md").write_text("theirs")
+    assert bench.main([str(tmp_path / "no-sweep"), "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"error: --out: '{out}.md' already exists: --overwrite replaces it, or give another --out"]
+    assert (tmp_path / "docs" / "fig.md").read_text() == "theirs"
+    assert bench.main([str(tmp_path / "ipt"), str(tmp_path / "pt"), "--out", str(out), "--overwrite"]) == 0
+    assert "| series | 9 | 14 |" in (tmp_path / "docs" / "fig.md").read_text()
 
 
 def test_accuracy_resumes_a_run_killed_before_its_first_checkpoint_and_overwrite_clears_the_group(tmp_path):

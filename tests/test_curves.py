@@ -130,3 +130,28 @@ def test_an_out_stem_that_is_a_folder_or_under_a_file_is_one_line_before_any_wor
     assert sts.main(["--run", str(tmp_path / "no-run"), "--max-pairs", "-3", "--out", str(folder / "s")]) == 2
     assert "--max-pairs -3 must be at least 1" in capsys.readouterr().err
     assert os.listdir(folder) == [] and (tmp_path / "notes.txt").read_text() == "mine\n"
+
+
+def test_a_figure_already_there_is_kept_unless_overwrite(tmp_path, capsys):
+    """`--out docs/curves/x` where x.md / x.png already held another run's figure replaced both without a word;
+    plot_curves and sts_cosine now refuse in one line naming the file and --overwrite (sts_cosine before it
+    loads the run), and --overwrite replaces them."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("sts_cosine", os.path.join(ROOT, "experiments", "sts_cosine.py"))
+    sts = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sts)
+    (tmp_path / "log").mkdir()
+    (tmp_path / "log" / "log.csv").write_text("step,epoch,name,value\n2,1,train/epoch_loss,0.5\n2,1,dev/accuracy,0.5\n")
+    for ext in ("md", "png"):
+        stem = tmp_path / f"only_{ext}"
+        (tmp_path / f"only_{ext}.{ext}").write_text("another run's\n")
+        for main, argv in ((_script().main, [str(tmp_path / "log")]), (sts.main, ["--run", str(tmp_path / "no-run")])):
+            assert main(argv + ["--out", str(stem)]) == 2
+            err = capsys.readouterr().err.strip().splitlines()
+            assert err == [f"error: --out: '{stem}.{ext}' already exists: --overwrite replaces it, or give another --out"]
+        assert (tmp_path / f"only_{ext}.{ext}").read_text() == "another run's\n"
+        assert len(list(tmp_path.glob(f"*only_{ext}*"))) == 1  # nothing written beside it, no temp file left
+    assert _script().main([str(tmp_path / "log"), "--out", str(tmp_path / "only_md"), "--overwrite"]) == 0
+    assert "| dev accuracy | 50.0 |" in (tmp_path / "only_md.md").read_text()
+    assert (tmp_path / "only_md.png").read_bytes()[:4] == b"\x89PNG"

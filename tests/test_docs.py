@@ -384,6 +384,43 @@ def test_documented_aggregate_commands_write_outside_the_projects_docs(monkeypat
     assert outs and [o for o in outs if os.path.normpath(o).split(os.sep)[0] == "docs"] == []
 
 
+FIGURE_SCRIPTS = {"plot_curves": "stem", "sts_cosine": "stem", "plot_prompt_length": "stem", "visualize_prompts": "file",
+                  "plot_groups": "file", "aggregate": "folder"}
+
+
+def figure_commands():
+    """(page, argv) of every figure command written in the docs, results pages and the scripts' own docstrings
+    included, in bash blocks or `inline code` (continuation lines joined)."""
+    pages = glob.glob(os.path.join(ROOT, "docs", "**", "*.md"), recursive=True) + \
+        [os.path.join(ROOT, d, f"{name}.py") for name in FIGURE_SCRIPTS for d in ("experiments", "benchmarks")]
+    for page in sorted(p for p in pages if os.path.isfile(p)):
+        text = re.sub(r"\\\n\s*", " ", open(page, encoding="utf-8").read())
+        for m in re.finditer(r"python3? (?:experiments|benchmarks)/(\w+)\.py([^`\n]*)", text):
+            if m.group(1) in FIGURE_SCRIPTS:
+                yield os.path.relpath(page, ROOT), m.group(1), shlex.split(m.group(2).split(" #")[0])
+
+
+def test_a_documented_command_that_remakes_a_committed_figure_says_overwrite():
+    """Figure scripts and aggregate keep an existing --out unless --overwrite: a page's command that writes over a
+    committed figure or table (docs/curves/..., docs/img/table5.png, docs/prompt_length/) must say --overwrite, or it
+    stops at its first line when rerun."""
+    from openprompt_ipt.runner.aggregate import earlier_outputs
+
+    found, bad = 0, []
+    for page, script, argv in figure_commands():
+        out = argv[argv.index("--out") + 1] if "--out" in argv else None
+        if not out or "<" in out:
+            continue
+        kind = FIGURE_SCRIPTS[script]
+        files = [out + ".md", out + ".png"] if kind == "stem" else [out] if kind == "file" else \
+            [os.path.join(out, f) for f in earlier_outputs(os.path.join(ROOT, out))]
+        if any(os.path.exists(os.path.join(ROOT, f)) for f in files):
+            found += 1
+            if "--overwrite" not in argv:
+                bad.append(f"{page}: {script} --out {out}")
+    assert found >= 12 and bad == []
+
+
 def _load(script):
     import importlib.util
 

@@ -336,3 +336,43 @@ def test_a_template_save_cut_between_its_two_renames_is_one_line_at_load(bert, t
 
     with pytest.warns(ConfigChangedWarning, match="is not the config saved with template.safetensors"):
         InstanceWiseTemplate.from_pretrained(folder, model, tok)
+
+
+# a figure script's table and PNG replaced (--overwrite) by a process killed while it writes the second file
+PAIR_KILLED = """
+import os, sys
+sys.path.insert(0, {root!r})
+from openprompt_ipt.runner.plotting import write_table_and_plot
+real, calls = os.fsync, [0]
+def fsync(fd):
+    calls[0] += 1
+    if calls[0] == 2:  # the second file's bytes, before they are on the disk
+        os._exit(9)
+    real(fd)
+os.fsync = fsync
+write_table_and_plot({stem!r}, "NEW table", b"NEW png", overwrite=True)
+"""
+
+
+def test_a_table_and_its_figure_killed_between_them_stay_the_previous_pair(tmp_path):
+    """plot_curves / sts_cosine / plot_prompt_length and accuracy.py's summaries wrote the table, then the PNG: a
+    kill between them left the new table beside the old figure, both looking finished."""
+    stem = str(tmp_path / "fig")
+    (tmp_path / "fig.md").write_text("OLD table")
+    (tmp_path / "fig.png").write_bytes(b"OLD png")
+    assert run_child(PAIR_KILLED, stem=stem) == 9
+    assert (tmp_path / "fig.md").read_text() == "OLD table" and (tmp_path / "fig.png").read_bytes() == b"OLD png"
+
+
+def test_a_set_that_cannot_land_whole_without_replacing_lands_not_at_all(tmp_path):
+    """write_files_atomic(replace=False): a file of the set that exists by now is FileExistsError naming it (not
+    the temp file os.link names), and the files of the set already placed are taken back, temps removed."""
+    from openprompt_ipt.serialization import write_files_atomic
+
+    (tmp_path / "b.md").write_text("theirs")
+    with pytest.raises(FileExistsError) as e:
+        write_files_atomic({str(tmp_path / "a.png"): b"png", str(tmp_path / "b.md"): "mine"}, replace=False)
+    assert e.value.filename == str(tmp_path / "b.md")
+    assert os.listdir(tmp_path) == ["b.md"] and (tmp_path / "b.md").read_text() == "theirs"
+    write_files_atomic({str(tmp_path / "a.png"): b"png", str(tmp_path / "b.md"): "mine"})
+    assert (tmp_path / "a.png").read_bytes() == b"png" and (tmp_path / "b.md").read_text() == "mine"

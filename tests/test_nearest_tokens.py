@@ -118,7 +118,16 @@ def runs(tiny_model_dir, tmp_path_factory):  # noqa: F811
                     {"text": TEXT, "generator": "prefix", "injection": "kv", "prompt_length": 2}),
         "input": train(tiny_model_dir, tmp_path_factory, "input", "generated_prefix",
                        {"text": TEXT, "generator": "ipt_random", "injection": "input", "prompt_length": 3}),
+        "soft": train(tiny_model_dir, tmp_path_factory, "soft", "instance_wise",
+                      {"text": SOFT_TEXT, "strategy": "random", "prompt_length": 2, "task_prompt_length": 1}),
+        "soft_only": train(tiny_model_dir, tmp_path_factory, "soft_only", "instance_wise",
+                           {"text": SOFT_TEXT, "strategy": "none", "task_prompt_length": 0}),
     }
+
+
+# OpenPrompt mixed-template soft tokens: two new rows, one started from a word, the first reused by its soft_id
+SOFT_TEXT = ('{"soft": None, "soft_id": 1} {"placeholder":"text_a"} {"soft": "cat"} {"placeholder":"text_b"} '
+             '{"soft_id": 1} {"mask"} .')
 
 
 def test_random_ipt_gives_each_input_its_own_tokens_and_prompt_tuning_does_not(runs):
@@ -331,3 +340,30 @@ def test_kv_injection_is_refused_by_the_library(runs):
         nearest_tokens_for_run(predictor, ROWS)
     with pytest.raises(ValueError, match="injection 'kv'"):
         predictor.model.template.prompt_vectors({})
+
+
+def test_soft_tokens_of_the_template_text_are_listed_with_the_prompts(runs):
+    """`{"soft"}` tokens are trained vectors in the input embedding space, as the prompts are: they were left out
+    without a word, and a template whose only trained tokens they are (strategy none, no task prompt) was
+    refused as having 'no prompt positions'. Now they are listed after the prompts, one row per soft id."""
+    from openprompt_ipt.analysis.nearest_tokens import prompt_vectors_for_rows
+    from openprompt_ipt.runner.predict import load_run
+
+    predictor = load_run(runs["soft"])
+    template = predictor.model.template
+    report = nearest_tokens_for_run(predictor, ROWS, top_k=3)
+    assert [p["position"] for p in report["examples"][0]["prompts"]] == \
+        ["task 1", "instance 1", "instance 2", "soft 1", "soft 2 (cat)"]
+    assert "2 {\"soft\"} tokens" in report["prompts"]
+    _, vectors, _ = prompt_vectors_for_rows(predictor, ROWS)
+    trained = template.soft_embedding.weight[1:3].detach()
+    assert torch.equal(vectors[0, 3:], trained) and torch.equal(vectors[1, 3:], trained)  # the same for every input
+    emb = predictor.model.plm.get_input_embeddings().weight.detach()
+    top = report["examples"][0]["prompts"][4]["tokens"][0]
+    assert top["cosine"] == pytest.approx(float(torch.nn.functional.cosine_similarity(trained[1], emb[top["id"]], dim=0)),
+                                          abs=1e-3)
+
+    only = nearest_tokens_for_run(load_run(runs["soft_only"]), ROWS, top_k=2)
+    assert [p["position"] for p in only["examples"][0]["prompts"]] == ["soft 1", "soft 2 (cat)"]
+    assert "| soft 2 (cat) |" in format_markdown(only)
+

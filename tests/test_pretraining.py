@@ -518,6 +518,17 @@ def test_visualize_outputs_are_checked_before_the_work_and_written_whole(bert, t
     out, scores = tmp_path / "new" / "figs" / "p.png", tmp_path / "more" / "s.json"
     assert cli.main(["--export", str(export), "--prompt-length", "4", "--out", str(out), "--json", str(scores)]) == 0
     assert out.read_bytes()[:4] == b"\x89PNG" and json.loads(scores.read_text())["n"] == 18
+    # the same --out / --json again (another export's, another --n's): both were replaced without a word; now
+    # one line naming the file and --overwrite, before the export is read, and nothing changes
+    before = out.read_bytes(), scores.read_text()
+    for args, flag, path in ((["--out", str(out)], "--out", out), (["--json", str(scores)], "--json", scores)):
+        assert cli.main(["--export", str(tmp_path / "no-export")] + args) == 2
+        err = capsys.readouterr().err.strip()
+        assert err == f"error: {flag}: '{path}' already exists: --overwrite replaces it, or give another {flag}"
+    assert (out.read_bytes(), scores.read_text()) == before
+    assert cli.main(["--export", str(export), "--prompt-length", "4", "--n", "12", "--out", str(out), "--json",
+                     str(scores), "--overwrite"]) == 0
+    assert json.loads(scores.read_text())["n"] == 12 and out.read_bytes()[:4] == b"\x89PNG"
 
 
 def test_the_same_table_is_the_same_file(tmp_path):

@@ -223,7 +223,7 @@ def test_a_sweep_over_a_dataset_key_trains_each_point_on_its_own_data(tmp_path):
     assert seed1["test_cap"] == {"max_eval": 3, "kept": 3, "of": 9}  # the selected point's sample of the reported split
 
 
-def test_aggregate_tables_and_sweep_plot(tmp_path):
+def test_aggregate_tables_and_sweep_plot(tmp_path, capsys):
     write_cb(str(tmp_path / "CB"))
     calls = []
     cfg = load_config(yaml_config(tmp_path, "sweep:\n  train.lr_prompt: [0.1, 0.01]\n"))
@@ -247,6 +247,24 @@ def test_aggregate_tables_and_sweep_plot(tmp_path):
     png = (tmp_path / "out" / "sweep_lr_prompt.png").read_bytes()
     assert png[:4] == b"\x89PNG"
     assert (tmp_path / "out" / "results.csv").read_text() == files["results.csv"]
+
+    # `aggregate OTHER_RUNS --out out` replaced results.md without a word and left the first set's sweep_lr_prompt.*
+    # beside it, read as the new runs' sweep; now kept unless --overwrite, which replaces the set whole
+    from openprompt_ipt.commands.aggregate import main
+
+    out, before = tmp_path / "out", sorted(os.listdir(tmp_path / "out"))
+    capsys.readouterr()  # the runs' own output
+    kept = (out / "results.md").read_text()
+    assert main([str(tmp_path / "runs" / "rte_x"), "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"error: --out '{out}' already holds the tables of an earlier aggregate (results.csv, results.md "
+                   "and 3 more): --overwrite replaces them (and removes its sweep files this one does not write), or "
+                   "give another --out"]
+    assert sorted(os.listdir(out)) == before and (out / "results.md").read_text() == kept
+    with pytest.raises(ValueError, match="already holds the tables of an earlier aggregate"):
+        aggregate([str(tmp_path / "runs" / "rte_x")], str(out), overwrite=False)  # checked again while it holds out
+    assert main([str(tmp_path / "runs" / "rte_x"), "--out", str(out), "--overwrite"]) == 0
+    assert sorted(os.listdir(out)) == ["results.csv", "results.md"] and "CB" not in (out / "results.md").read_text()
 
 
 def test_aggregate_never_averages_other_settings_or_a_seed_twice(tmp_path):

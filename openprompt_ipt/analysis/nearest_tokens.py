@@ -4,7 +4,8 @@ Each prompt vector a run puts into the input sequence lives in the PLM's input w
 so it can be read through the tokens whose embeddings (``model.get_input_embeddings().weight``) are
 nearest to it by cosine similarity. That holds for ``template: instance_wise`` (task prompt + instance
 prompt G(x); ``strategy: none`` is plain Prompt Tuning) and ``generated_prefix`` with
-``injection: input``; kv / hidden prompts are per-layer keys, values or hidden states, not word
+``injection: input``, and for the OpenPrompt ``{"soft"}`` tokens of either template's text (trained rows of
+its ``soft_embedding``, listed after the prompts as ``soft 1..``); kv / hidden prompts are per-layer keys, values or hidden states, not word
 embeddings, and are refused with :data:`INPUT_SPACE_ERROR`.
 
 The pure helpers (:func:`excluded_token_mask`, :func:`cosine_top_k`, :func:`format_markdown`) need no
@@ -95,13 +96,34 @@ def _prompt_source(template) -> str:
     injection = getattr(template, "injection", None)
     if injection is not None and injection != "input":
         raise ValueError(f"{INPUT_SPACE_ERROR}; this run's template is generated_prefix with injection: {injection}")
-    if getattr(template, "n_prefix", 1) == 0:
+    soft = _soft_count(template)
+    if getattr(template, "n_prefix", 1) == 0 and not soft:
         raise ValueError(f"{INPUT_SPACE_ERROR}; this run's template has no prompt positions "
-                         "(strategy none with task_prompt_length 0)")
+                         "(strategy none with task_prompt_length 0, and no {\"soft\"} tokens in its text)")
+    also = f", and {soft} {{\"soft\"}} tokens of its text" if soft else ""
     if injection is not None:
-        return f"generated_prefix (generator {template.generator_name}, injection input, {template.generator.n_positions} vectors)"
+        return (f"generated_prefix (generator {template.generator_name}, injection input, "
+                f"{template.generator.n_positions} vectors{also})")
     return (f"instance_wise (strategy {template.strategy}, {template.task_prompt_length} task + "
-            f"{template.prompt_length} instance vectors)")
+            f"{template.prompt_length} instance vectors{also})")
+
+
+def _soft_count(template) -> int:
+    """The number of distinct ``{"soft"}`` tokens in the template's text (MixedTemplate's soft table rows 1..)."""
+    return int(getattr(template, "num_soft_token", 0) or 0)
+
+
+def soft_token_vectors(template) -> Tuple[torch.Tensor, List[str]]:
+    """The (S, H) trained ``{"soft"}`` token vectors of an OpenPrompt MixedTemplate's text (the same for every
+    input; a shared ``soft_id`` is one row) and their names, ``soft 1..`` in the order the text first uses them,
+    with the word a row started from when the text gave one (``soft 2 (was)``)."""
+    n = _soft_count(template)
+    words = {}
+    for part, sid in zip(template.text or [], getattr(template, "soft_token_ids", None) or []):
+        if sid and isinstance(part, dict) and part.get("soft"):
+            words.setdefault(sid, part["soft"])
+    names = [f"soft {i}" + (f" ({words[i]})" if i in words else "") for i in range(1, n + 1)]
+    return template.soft_embedding.weight[1:n + 1].detach(), names
 
 
 def _content_ids(batch, tokenizer) -> List[List[int]]:
@@ -128,11 +150,16 @@ def _collect(predictor, rows, batch_size):
     feats = encode_examples(exs, template, predictor.wrapper, desc="nearest tokens")
     loader = make_loader(feats, batch_size or predictor.cfg["test"]["batch_size"], predictor.tokenizer.pad_token_id or 0)
     predictor.model.eval()
+    soft, soft_names = soft_token_vectors(template) if _soft_count(template) else (None, [])
+    names = (template.prompt_position_names() if getattr(template, "n_prefix", 1) else []) + soft_names
     vectors, content = [], []
     for batch in loader:
         content += _content_ids(batch, predictor.tokenizer)
-        vectors.append(template.prompt_vectors(to_device(batch, predictor.device)).float().cpu())
-    return exs, torch.cat(vectors, dim=0), template.prompt_position_names(), content
+        rows = template.prompt_vectors(to_device(batch, predictor.device))  # None: soft tokens only
+        parts = ([] if rows is None else [rows.float().cpu()]) + \
+            ([] if soft is None else [soft.float().cpu().expand(len(batch["input_ids"]), -1, -1)])
+        vectors.append(torch.cat(parts, dim=1))
+    return exs, torch.cat(vectors, dim=0), names, content
 
 
 def prompt_vectors_for_rows(predictor, rows: Iterable[Dict], batch_size: Optional[int] = None):

@@ -68,10 +68,20 @@ def silhouettes(reps: Dict[str, np.ndarray], labels: List[str], seed: int = 0, p
 
 
 def plot(proj, labels: List[str], categories: List[str], scores, path: str, names: Optional[List[str]] = None) -> str:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    """The figure written to ``path`` atomically (a kill while it is drawn leaves no half PNG); returns ``path``."""
+    from ..serialization import write_bytes_atomic
 
+    write_bytes_atomic(path, figure_png(proj, labels, categories, scores, names))
+    return path
+
+
+def figure_png(proj, labels: List[str], categories: List[str], scores, names: Optional[List[str]] = None) -> bytes:
+    """PCA and t-SNE panels per representation, coloured by category, as PNG bytes."""
+    import io
+
+    from ..runner.plotting import pyplot
+
+    plt = pyplot()
     names = names or list(proj)
     cmap = plt.get_cmap("tab20")
     colour = {c: cmap(i % 20) for i, c in enumerate(categories)}
@@ -92,6 +102,7 @@ def plot(proj, labels: List[str], categories: List[str], scores, path: str, name
     handles, labs = axes[0][0].get_legend_handles_labels()
     fig.legend(handles, labs, loc="lower center", ncol=5, fontsize=8, markerscale=3)
     fig.tight_layout(rect=(0, 0.07, 1, 1))
-    fig.savefig(path, dpi=85)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=85)
     plt.close(fig)
-    return path
+    return buf.getvalue()

@@ -328,9 +328,20 @@ def sweep_outputs(key: str, series: Dict) -> Tuple[str, str, bytes]:
     return md, buf.getvalue(), png_bytes(fig)
 
 
-def aggregate(paths: Sequence[str], out: str | None = None) -> Dict[str, object]:
+# the files an aggregate writes: results.md / .csv, and per swept key sweep_<key>.md / .csv / .png
+OUTPUT_NAME = re.compile(r"^(results\.(md|csv)|sweep_.+\.(md|csv|png))$")
+
+
+def earlier_outputs(out: str) -> List[str]:
+    """The files of an earlier aggregate in the folder ``out`` (none when it does not exist)."""
+    return sorted(n for n in os.listdir(out) if OUTPUT_NAME.match(n)) if os.path.isdir(out) else []
+
+
+def aggregate(paths: Sequence[str], out: str | None = None, overwrite: bool = True) -> Dict[str, object]:
     """Everything is computed before anything is written; returns {file name: content} and writes
-    them under ``out`` (a folder) when given."""
+    them under ``out`` (a folder) when given, as one set that replaces an earlier aggregate's whole: its
+    files this one does not write (a sweep table of other runs) are removed, never left beside the new
+    results. ``overwrite=False``: an earlier aggregate's files in ``out`` are a ValueError, nothing written."""
     records = load_records(find_metrics(paths))
     md, table_csv = results_tables(records)
     left_out = unfinished_seeds(paths)
@@ -342,11 +353,20 @@ def aggregate(paths: Sequence[str], out: str | None = None) -> Dict[str, object]
         short = key.split(".")[-1]
         files[f"sweep_{short}.md"], files[f"sweep_{short}.csv"], files[f"sweep_{short}.png"] = s_md, s_csv, png
     if out:
-        from ..serialization import write_bytes_atomic, write_text_atomic
+        from ..serialization import write_files_atomic
         from ..training.run_dir import holding
 
         with holding([out], wait=True):  # two aggregates into one --out: each set lands whole, never mixed
-            for name, content in files.items():
-                write = write_bytes_atomic if isinstance(content, bytes) else write_text_atomic
-                write(os.path.join(out, name), content)
+            earlier = earlier_outputs(out)
+            if earlier and not overwrite:
+                raise ValueError(earlier_refusal(out, earlier))
+            write_files_atomic({os.path.join(out, name): content for name, content in files.items()})
+            for name in set(earlier) - set(files):  # the earlier set's: not this set's, and no longer true
+                os.remove(os.path.join(out, name))
     return files
+
+
+def earlier_refusal(out: str, earlier: List[str]) -> str:
+    more = f" and {len(earlier) - 2} more" if len(earlier) > 2 else ""
+    return (f"--out '{out}' already holds the tables of an earlier aggregate ({', '.join(earlier[:2])}{more}): "
+            "--overwrite replaces them (and removes its sweep files this one does not write), or give another --out")
