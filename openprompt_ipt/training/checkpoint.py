@@ -21,7 +21,7 @@ import json
 import os
 import random
 import shutil
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Dict, List, Optional
 
 import numpy as np
@@ -207,7 +207,3 @@ def check_resume_config(checkpoint_dir: str, config: Dict, what: str = "resume f
     if diff:
         raise ValueError(f"cannot {what} {checkpoint_dir}: the config differs from the one it was trained "
                          f"with at {'; '.join(diff)} (undo the change, or start a new run with another --output-dir)")
-
-
-def progress_dict(p: Progress) -> Dict:
-    return asdict(p)
