@@ -27,7 +27,7 @@ from ..injection.checkpointing import carry_prompt
 from ..injection.layout import FAMILIES  # BERT-style encoders: the families whose layout the injection finds
 from ..prompting import build_input_prompt, build_layered_generator, input_prompt_vectors, place_prompts, release_prompts
 from ..prompting.layered_prompt import SECTIONS
-from ..serialization import read_json, read_safetensors, read_torch, write_text_atomic
+from ..serialization import read_json, read_safetensors, read_torch
 from .config import InstancePromptConfig
 from .instance_tokens import added_ids, instance_tokens
 from .padding import caller_order, right_padding_order, take

@@ -16,7 +16,7 @@ import os
 import random
 import re
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional
 
 from .categories import canonical_category, resolve_categories
 
