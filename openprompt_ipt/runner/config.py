@@ -271,11 +271,11 @@ def _check_unchosen_sections(raw: Dict, template: str, verbalizer: str) -> None:
                                f"keys go under '{chosen}'): set {kind}: {key}, or move the keys under '{chosen}'")
 
 
-def flatten_sweep(sweep, prefix: str = "") -> Dict[str, list]:
+def flatten_sweep(sweep) -> Dict[str, list]:
     """``{"train": {"lr_prompt": [..]}}`` or ``{"train.lr_prompt": [..]}`` -> ``{"train.lr_prompt": [..]}``."""
     if not isinstance(sweep, dict):
         raise ValueError(f"sweep must map section.key to a list of values, got {sweep!r}")
-    return flat_keys(sweep, prefix)
+    return flat_keys(sweep)
 
 
 def _all_keys(config: Dict, prefix: str = "") -> List[str]:
