@@ -324,7 +324,7 @@ class InstancePromptModel(nn.Module):
     def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):
         """Reads what ``state_dict`` wrote (the Trainer's resume and ``load_best_model_at_end``): the frozen base
         is not expected, a trainable tensor is; a checkpoint of another prompt config is one line."""
-        result = super().load_state_dict(state_dict, strict=False, **({"assign": True} if assign else {}))  # torch<2.1
+        result = super().load_state_dict(state_dict, strict=False, assign=assign)
         trainable = set(self.saved_parameters())
         missing = [k for k in result.missing_keys if k in trainable]
         if strict and (missing or result.unexpected_keys):
