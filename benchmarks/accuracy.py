@@ -178,16 +178,6 @@ def run_config(method: Dict, seed: int, out: str, extra: List[str]) -> Dict:
     return json.loads(json.dumps(cfg, default=str))  # tuples as lists, as config.json has them
 
 
-def _leaves(d: Dict, prefix: str = "") -> Dict:
-    out = {}
-    for k, v in (d or {}).items():
-        if isinstance(v, dict) and v:
-            out.update(_leaves(v, f"{prefix}{k}."))
-        else:
-            out[f"{prefix}{k}"] = v
-    return out
-
-
 def _folder(path) -> Optional[str]:
     """A local folder as run.py (cwd = the repo) resolves it, else None (a hub name, a folder that is gone)."""
     if not isinstance(path, str) or not path:
@@ -241,8 +231,10 @@ def result_differences(saved: Dict, now: Dict) -> Dict[str, tuple]:
     (``init_from``) under another checkout. A key added to the defaults since counts as its default (what the
     older release did, as for ``--resume``)."""
     from openprompt_ipt.runner.config import DEFAULTS
+    from openprompt_ipt.training.checkpoint import config_leaves
 
-    a, b, default = _leaves(saved), _leaves(now), _leaves(json.loads(json.dumps(DEFAULTS, default=str)))
+    a, b = config_leaves(saved), config_leaves(now)
+    default = config_leaves(json.loads(json.dumps(DEFAULTS, default=str)))
     swept = now.get("sweep") or {}
     diff = {}
     for k in sorted(b):

@@ -199,7 +199,7 @@ def long_examples(root, n):
             for i in range(n)]
 
 
-def optimizers_for(model, kind):
+def optimizers_for(model):
     """The runner's optimizers for every method, the PEFT peer included (its prompt is the "prompt" group,
     as in its accuracy row): the same AdamW with the same parameter groups on both sides."""
     from openprompt_ipt.training.optim import build_optimizers
@@ -289,7 +289,7 @@ def prepare(args, names):
         m.to(device).train()
         batch = {k: v.to(device) if torch.is_tensor(v) else v
                  for k, v in fixed_batch(m, tokenizer, wrapper_class, examples, args.batch_size, args.seq_len).items()}
-        runs[name] = (m, batch, optimizers_for(m, name))
+        runs[name] = (m, batch, optimizers_for(m))
     return runs, model, device
 
 

@@ -62,6 +62,14 @@ def test_unknown_keys_name_the_nearest(tmp_path, text, match):
         load_config(config_file(tmp_path, text))
 
 
+@pytest.mark.parametrize("text,key", [("1: 2\n", "'1'"), ("train:\n  3: 4\n", "'train.3'")])
+def test_a_numeric_key_is_named_not_a_type_error(tmp_path, text, key):
+    """YAML reads ``1:`` as an int key: the same one line as any unknown key (it was TypeError: 'int' object is not
+    iterable, from the nearest-name lookup)."""
+    with pytest.raises(KeyError, match=f"unknown config key {key} \\(valid: "):
+        load_config(config_file(tmp_path, text))
+
+
 def test_shipped_yamls_parse():
     import glob
 

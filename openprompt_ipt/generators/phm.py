@@ -36,7 +36,6 @@ class PHMLinear(nn.Module):
         self.bias = nn.Parameter(torch.zeros(out_features)) if bias else None
 
     def weight(self) -> torch.Tensor:
-        n = self.n
         # (A_i kron B_i)[a*p + b, c*q + d] = A_i[a, c] * B_i[b, d]
         w = torch.einsum("iac,ibd->abcd", self.a, self.b)
         return w.reshape(self.out_features, self.in_features)

@@ -40,5 +40,5 @@ def utilized_content_ids(input_ids: torch.Tensor, content_mask: torch.Tensor, ra
 
 
 def utilized_length(n_tokens: int, rate: float) -> int:
-    """Scalar form of the rule above, for docs and tests."""
+    """Scalar form of the rule above (the tests check the tensor form against it)."""
     return max(1, math.ceil(n_tokens * rate))

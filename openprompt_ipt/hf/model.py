@@ -27,7 +27,7 @@ from ..injection.checkpointing import carry_prompt
 from ..injection.layout import FAMILIES  # BERT-style encoders: the families whose layout the injection finds
 from ..prompting import build_input_prompt, build_layered_generator, input_prompt_vectors, place_prompts, release_prompts
 from ..prompting.layered_prompt import SECTIONS
-from ..serialization import read_json, read_safetensors, read_torch, write_text_atomic
+from ..serialization import read_json, read_safetensors, read_torch
 from .config import InstancePromptConfig
 from .instance_tokens import added_ids, instance_tokens
 from .padding import caller_order, right_padding_order, take
@@ -324,7 +324,7 @@ class InstancePromptModel(nn.Module):
     def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):
         """Reads what ``state_dict`` wrote (the Trainer's resume and ``load_best_model_at_end``): the frozen base
         is not expected, a trainable tensor is; a checkpoint of another prompt config is one line."""
-        result = super().load_state_dict(state_dict, strict=False, **({"assign": True} if assign else {}))  # torch<2.1
+        result = super().load_state_dict(state_dict, strict=False, assign=assign)
         trainable = set(self.saved_parameters())
         missing = [k for k in result.missing_keys if k in trainable]
         if strict and (missing or result.unexpected_keys):

@@ -25,7 +25,7 @@ def content_mask(batch, key: str):
     """(B, n) bool: the example's own (placeholder) tokens, from the template's input flag ``key``
     (``instance_token_ids``: 1 on placeholder text; ``text_part_ids``: 1/2/3 on text_a/text_b/other
     placeholders; special positions may hold -100). Without the flag every attended token counts,
-    [CLS] and template words included; that used to happen silently, so it now warns."""
+    [CLS] and template words included, with a warning: it changes the prompt, so it must not pass unseen."""
     flags = field(batch, key)
     if flags is not None:
         return flags > 0

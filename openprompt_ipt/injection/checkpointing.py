@@ -32,7 +32,6 @@ def armed(plans):
 class PromptCarrier:
     """A base model's checkpoint function that carries the armed plans into the backward's recompute. An object,
     not a closure, so ``copy.deepcopy`` of the model gives the copy's injectors (as the hooks' ``partial``)."""
-    carries_prompt = True
 
     def __init__(self, func):
         self.func, self.injectors = func, []  # every template hooked into this PLM, armed or not

@@ -7,7 +7,7 @@ exported ``body.*`` tensors load into ``strategy: encoder`` with ``strict=True``
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Optional, Tuple
 
 import torch

@@ -11,13 +11,13 @@ by seed (stratified, so every split holds every category).
 """
 from __future__ import annotations
 
-import difflib
 import os
 import random
 import re
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional
 
+from ..runner.defaults import nearest_or_valid as _nearest
 from .categories import canonical_category, resolve_categories
 
 SOURCE_KEYS = {"name", "path", "config", "split", "files", "format", "column_names", "csv_options", "text",
@@ -25,11 +25,6 @@ SOURCE_KEYS = {"name", "path", "config", "split", "files", "format", "column_nam
 MAPPING_KEYS = {"categories", "sources"}
 FORMATS = {".jsonl": "json", ".json": "json", ".jsonl.gz": "json", ".json.gz": "json", ".csv": "csv",
            ".csv.gz": "csv", ".tsv": "csv", ".tsv.gz": "csv", ".parquet": "parquet"}
-
-
-def _nearest(key: str, valid) -> str:
-    match = difflib.get_close_matches(str(key), [str(v) for v in valid], n=1)
-    return f" (did you mean '{match[0]}'?)" if match else f" (valid: {sorted(map(str, valid))})"
 
 
 @dataclass

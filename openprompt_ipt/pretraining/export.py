@@ -113,11 +113,11 @@ def _prepare(out: str, run_config: Dict, overwrite: bool, log: Callable, resume:
     return work
 
 
-def finalize(work: str, out: str, keep: tuple = ()) -> None:
+def finalize(work: str, out: str) -> None:
     """Write ``DONE`` last, then move the folder into place (an old export is replaced only now)."""
     for name in ("train_state.pt", "corpus.pt", REPLACES):
         path = os.path.join(work, name)
-        if os.path.exists(path) and name not in keep:
+        if os.path.exists(path):
             os.remove(path)
     with open(os.path.join(work, DONE), "w") as f:
         f.write("complete\n")

@@ -12,14 +12,11 @@ from typing import Dict, Iterable, List
 
 import yaml
 
-from .defaults import DEFAULTS, PROTOCOLS, SELECTIONS, did_you_mean, flat_keys  # noqa: F401  (re-exported)
+from .defaults import DEFAULTS, PROTOCOLS, SELECTIONS, flat_keys  # noqa: F401  (re-exported)
+from .defaults import nearest_or_valid as _nearest
 from .openprompt_schema import looks_like_openprompt, to_ours
 from .peer_config import check_peer  # no torch, no peer library: those load when a run builds the peer
 from .schema import check_sweep_values, check_values
-
-
-def _nearest(key: str, valid: Iterable[str]) -> str:
-    return did_you_mean(key, valid) or f" (valid: {sorted(valid)})"
 
 
 def merge_config(base: Dict, update: Dict, where: str, strict_sections: Dict) -> Dict:
@@ -271,11 +268,11 @@ def _check_unchosen_sections(raw: Dict, template: str, verbalizer: str) -> None:
                                f"keys go under '{chosen}'): set {kind}: {key}, or move the keys under '{chosen}'")
 
 
-def flatten_sweep(sweep, prefix: str = "") -> Dict[str, list]:
+def flatten_sweep(sweep) -> Dict[str, list]:
     """``{"train": {"lr_prompt": [..]}}`` or ``{"train.lr_prompt": [..]}`` -> ``{"train.lr_prompt": [..]}``."""
     if not isinstance(sweep, dict):
         raise ValueError(f"sweep must map section.key to a list of values, got {sweep!r}")
-    return flat_keys(sweep, prefix)
+    return flat_keys(sweep)
 
 
 def _all_keys(config: Dict, prefix: str = "") -> List[str]:

@@ -46,6 +46,12 @@ def did_you_mean(key: str, valid: Iterable[str]) -> str:
     return f" (did you mean '{match[0]}'?)" if match else ""
 
 
+def nearest_or_valid(key, valid: Iterable) -> str:
+    """``did_you_mean``, else `` (valid: [...])``; keys of any type (a YAML may write ``1:``)."""
+    valid = [str(v) for v in valid]
+    return did_you_mean(str(key), valid) or f" (valid: {sorted(valid)})"
+
+
 def flat_keys(node: Dict, prefix: str = "") -> Dict:
     """``{"train": {"lr_prompt": x}}`` -> ``{"train.lr_prompt": x}`` (nested mappings to dotted keys)."""
     flat: Dict = {}

@@ -11,9 +11,9 @@ from typing import Dict
 
 import torch
 
-from ..data.sources import DEFAULT_DATA_ROOT, data_root  # noqa: F401  (the lookup order: data/sources.py)
-from .build import build_model, check_label_words, seen_vocab_ids  # noqa: F401  (re-exported)
-from .config import CLASSIFYING_KEYS, DEFAULTS, check_head  # noqa: F401  (re-exported)
+from ..data.sources import data_root  # the lookup order: data/sources.py
+from .build import build_model, check_label_words
+from .config import DEFAULTS, check_head
 from .peer_config import LABELS as PEER_LABELS
 from .selection import split_with_cap
 

@@ -18,7 +18,7 @@ from typing import Dict, List
 
 from torch import nn
 
-from .peer_config import ARCHITECTURES, INSTALL, LABELS, METHODS, check_peer  # noqa: F401  (re-exported)
+from .peer_config import ARCHITECTURES, INSTALL, METHODS, check_peer  # noqa: F401  (re-exported)
 
 
 def require(library: str):

@@ -6,7 +6,7 @@ from typing import Optional, Tuple
 
 from torch import nn
 
-from .backbones import OFFLINE_BACKBONE, backbone_path  # noqa: F401  (the public loader: openprompt_ipt.load_backbone)
+from .backbones import backbone_path
 
 resolve_backbone = backbone_path  # the name this module had before the top-level API
 

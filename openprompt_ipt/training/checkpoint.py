@@ -21,7 +21,7 @@ import json
 import os
 import random
 import shutil
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Dict, List, Optional
 
 import numpy as np
@@ -171,12 +171,14 @@ def check_parameter_names(path: str, ckpt: Dict, expected: Dict[str, tuple]) -> 
                              "again with --overwrite, or choose a fresh --output-dir")
 
 
-def _flatten(d, prefix: str = "") -> Dict[str, object]:
+def config_leaves(d, prefix: str = "") -> Dict[str, object]:
+    """``{"train": {"lr": x}}`` -> ``{"train.lr": x}``; an empty mapping stays a leaf (``runner.defaults.flat_keys``
+    drops it), so ``{"peer": {}}`` against no ``peer`` is a difference."""
     out = {}
     for k, v in (d or {}).items():
         key = f"{prefix}{k}"
         if isinstance(v, dict) and v:
-            out.update(_flatten(v, key + "."))
+            out.update(config_leaves(v, key + "."))
         else:
             out[key] = v
     return out
@@ -190,8 +192,8 @@ def config_differences(saved: Dict, current: Dict, defaults: Optional[Dict] = No
     """'key: saved -> current' for every leaf that differs (lists and tuples compare by value), except
     the checkpoint schedule (``NOT_RESULT_KEYS``) and keys added to ``defaults`` after the run was saved
     that still hold their default (a run saved by an older release resumes under a newer one)."""
-    a, b = _flatten(json.loads(json.dumps(saved))), _flatten(json.loads(json.dumps(current)))
-    new = _flatten(json.loads(json.dumps(defaults or {})))
+    a, b = config_leaves(json.loads(json.dumps(saved))), config_leaves(json.loads(json.dumps(current)))
+    new = config_leaves(json.loads(json.dumps(defaults or {})))
     return [f"{k}: {a.get(k, '<unset>')!r} -> {b.get(k, '<unset>')!r}" for k in sorted(set(a) | set(b))
             if a.get(k, "<unset>") != b.get(k, "<unset>") and k not in NOT_RESULT_KEYS
             and not (k not in a and k in new and new[k] == b.get(k))]
@@ -207,7 +209,3 @@ def check_resume_config(checkpoint_dir: str, config: Dict, what: str = "resume f
     if diff:
         raise ValueError(f"cannot {what} {checkpoint_dir}: the config differs from the one it was trained "
                          f"with at {'; '.join(diff)} (undo the change, or start a new run with another --output-dir)")
-
-
-def progress_dict(p: Progress) -> Dict:
-    return asdict(p)

@@ -122,7 +122,6 @@ def clip_grad_norm(params, max_norm: float) -> torch.Tensor:
     if not params:
         return torch.tensor(0.0)
     total = grad_norm(params)
-    device = params[0].grad.device
     coef = (max_norm / (total + 1e-6)).clamp(max=1.0)
     for p in params:
         p.grad.mul_(coef.to(device=p.grad.device, dtype=p.grad.dtype))
@@ -145,11 +144,6 @@ def grad_norm(params) -> torch.Tensor:
         return torch.tensor(0.0)
     device = squares[0].device
     return torch.stack([s.to(device) for s in squares]).sum().sqrt()
-
-
-def dense_parameters(optimizers) -> List[torch.Tensor]:
-    return [p for opt in optimizers if not isinstance(opt, RowSparseAdam)
-            for g in opt.param_groups for p in g["params"]]
 
 
 def linear_warmup(optimizers, warmup_steps: int, total_steps: int,
