@@ -165,3 +165,8 @@ class InstancePromptConfig:
         if unknown:
             raise ValueError(f"unknown InstancePromptConfig key(s) {unknown}: valid are {sorted(names)}")
         return cls(**values)
+
+
+def default_late_layer(model) -> int:
+    """A late prompt's layer when the config names none: the middle of the model (the LPT authors')."""
+    return max(1, int(model.config.num_hidden_layers) // 2)

@@ -59,3 +59,13 @@ def check_against_record(tokenizer, record: dict, directory: str) -> None:
             raise ValueError(f"'{directory}' was saved with tokenizer '{saved}' and the given tokenizer "
                              f"'{mine['name_or_path']}' has another {what}{detail}: pass the tokenizer it was saved "
                              "with")
+
+
+def _load_tokenizer(model):
+    path = getattr(model.config, "_name_or_path", "") or getattr(model, "name_or_path", "")
+    try:
+        from transformers import AutoTokenizer
+        return AutoTokenizer.from_pretrained(path)
+    except Exception as e:  # noqa: BLE001  (any failure: the fix is the same)
+        raise ValueError(f"no tokenizer given and none loads from the model's path '{path}' ({type(e).__name__}): "
+                         "pass tokenizer=AutoTokenizer.from_pretrained(<model path>)") from None
