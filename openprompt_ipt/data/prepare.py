@@ -149,6 +149,17 @@ def check_scored_splits(task: str, **splits: List) -> None:
                              f"predicts): give a {name} split whose scores differ")
 
 
+def check_dev_labels(task: str, dev: List, labels: List[str]) -> None:
+    """A dev split of one label selects nothing: predicting that label everywhere scores 1.0 on accuracy and
+    macro-F1, so the epoch (or sweep point) that collapsed onto it won, silently (a held-out test kept its say)."""
+    seen = {int(e.label) for e in dev}
+    if len(seen) == 1 and len(labels) > 1:
+        only = labels[seen.pop()]
+        raise ValueError(f"the dev split of {task} labels all its {len(dev)} example(s) '{only}': a model predicting "
+                         f"'{only}' everywhere would score 1.0 on it, so it cannot select an epoch: give a dev split with "
+                         "at least 2 labels (without a dev file, dataset.dev_from_train draws one from train, stratified by label)")
+
+
 def prepare_splits(cfg: Dict, root: str) -> Splits:
     """train / dev / test for ``cfg['protocol']`` (default ``full``) and ``cfg['seed']``; dev is the reported
     split itself under ``selection: on_eval_set``."""
@@ -177,6 +188,8 @@ def prepare_splits(cfg: Dict, root: str) -> Splits:
         dev = list(test)
     if task.regression:
         check_scored_splits(task.name, dev=dev, test=test)
+    else:
+        check_dev_labels(task.name, dev, list(labels))
     line = where.describe(cfg["dataset"]["name"]) + (task.offline_note(where.path) if where.is_local else "")
     capped = sizes.get("test", len(test)) > len(test)
     cap = {"max_eval": int(cfg["dataset"]["max_eval"]), "kept": len(test), "of": sizes["test"]} if capped else None
