@@ -10,6 +10,7 @@ import os
 import tempfile
 from typing import Dict, Iterable, Iterator, Union
 
+import torch
 from torch import nn
 
 PAIR_KEY = "config_sha256"  # save_trainable: the hash of the config saved beside the weights
@@ -170,6 +171,8 @@ def load_trainable(module: nn.Module, path: str, fix: str = "re-create it (rerun
     for name, tensor in state.items():
         if own[name].shape != tensor.shape:
             raise ValueError(f"'{path}': {name} is {tuple(tensor.shape)} but the module expects {tuple(own[name].shape)}")
+        if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):  # its argmax is a confident label
+            raise ValueError(f"'{path}': {name} holds NaN / inf values (the training that saved it diverged): {fix}")
         own[name].data.copy_(tensor)
 
 

@@ -17,7 +17,7 @@ class Killed(Exception):
     pass
 
 
-def tiny_run(bert_factory, out, kill_after=None, resume=None, nan_at=None, epochs=3, **cfg):
+def tiny_run(bert_factory, out, kill_after=None, resume=None, nan_at=None, epochs=3, nan_dev_from=None, **cfg):
     """A fresh tiny model (same seed each time) trained on 10 examples in batches of 3 (4 batches an epoch,
     the last one short), with dropout on the logits so the RNG state matters."""
     torch.manual_seed(0)
@@ -33,7 +33,7 @@ def tiny_run(bert_factory, out, kill_after=None, resume=None, nan_at=None, epoch
     feats = encode_examples(exs, pm.template, wrapper)
     loader = make_loader(feats, 3, tok.pad_token_id, shuffle=True, generator=torch.Generator().manual_seed(0))
     dev = make_loader(feats[:6], 6, tok.pad_token_id, sort_by_length=True)
-    forward, calls = pm.forward, [0]
+    forward, calls, dev_calls = pm.forward, [0], [0]
 
     def noisy_forward(batch):
         calls[0] += 1
@@ -42,6 +42,9 @@ def tiny_run(bert_factory, out, kill_after=None, resume=None, nan_at=None, epoch
         logits = forward(batch)
         if nan_at is not None and calls[0] == nan_at and pm.training:
             logits = logits * float("nan")
+        dev_calls[0] += not pm.training
+        if nan_dev_from is not None and dev_calls[0] >= nan_dev_from:  # weights gone inf by the epoch's last step
+            logits = logits * float("inf")
         return F.dropout(logits, 0.3, training=pm.training)
 
     pm.forward = noisy_forward
@@ -120,6 +123,21 @@ def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(tiny_dir, tmp_path):
     assert ckpt.endswith("step-0000005")
     state = load_checkpoint(ckpt)
     assert all(torch.isfinite(v).all() for v in state["trainable"].values())
+
+
+def test_nan_dev_outputs_stop_before_selection_and_keep_the_best(tiny_dir, tmp_path):
+    """The last step of epoch 2 leaves the outputs non-finite (its own loss, taken before it, was finite): the
+    argmax of NaN logits scored a real-looking dev accuracy, was selected over epoch 1 and saved to
+    best.safetensors, and the run finished with rc 0 and NaN weights as its model."""
+    from safetensors.torch import load_file
+
+    out = tmp_path / "run"
+    with pytest.raises(NonFiniteLoss, match=r"^dev loss became nan after epoch 2: the model's outputs are not finite; "
+                                            r"stopped; best so far: epoch 1, kept; last good checkpoint: .*step-0000007 "):
+        tiny_run(_bert_factory(tiny_dir), out, nan_dev_from=2, epochs=2, checkpoint_every=1)
+    best = load_file(str(out / "best.safetensors"))
+    epoch1 = load_checkpoint(latest_checkpoint(str(out)))["best"]
+    assert best.keys() == epoch1.keys() and all(torch.equal(best[k], epoch1[k]) for k in best)
 
 
 def test_resume_with_a_changed_config_names_the_keys(tmp_path):

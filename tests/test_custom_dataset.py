@@ -307,3 +307,23 @@ def test_a_bad_text_in_a_sentence_task_folder_is_refused_like_every_other_tasks(
         TASKS["mr"].load(str(folder), "train")
     kept = get_task("mr", {"skip_bad_rows": True}).load(str(folder), "train")
     assert [e.text_a for e in kept] == ['a " b']
+
+
+def test_a_dev_split_of_one_label_is_refused_before_training(tmp_path):
+    """A dev.jsonl whose rows all carry one label: predicting it everywhere scored dev accuracy and macro-F1 1.0,
+    so the run silently selected the epoch that had collapsed onto that label."""
+    from openprompt_ipt.data.prepare import prepare_splits
+
+    folder = nli_folder(tmp_path / "my_nli")
+    rows = [json.loads(line) for line in (tmp_path / "my_nli" / "dev.jsonl").read_text().splitlines()]
+    write_jsonl(tmp_path / "my_nli" / "dev.jsonl", [dict(r, gold="contradicts") for r in rows])
+    dataset = {"name": "text_pair", "path": folder, "columns": {"text_a": "sent1", "text_b": "sent2", "label": "gold"},
+               "labels": ["entails", "contradicts"]}
+    cfg = load_config(write_yaml(tmp_path, dataset, [["yes"], ["no"]]))
+    with pytest.raises(ValueError, match=r"^the dev split of text_pair labels all its 4 example\(s\) 'contradicts': a "
+                                         r"model predicting 'contradicts' everywhere would score 1.0 on it, so it cannot "
+                                         r"select an epoch: give a dev split with at least 2 labels \(without a dev "
+                                         r"file, dataset.dev_from_train draws one from train, stratified by label\)$"):
+        prepare_splits(cfg, str(tmp_path))
+    (tmp_path / "my_nli" / "dev.jsonl").unlink()  # dev drawn from train: both labels
+    assert {e.label for e in prepare_splits(cfg, str(tmp_path)).dev} == {0, 1}

@@ -215,6 +215,28 @@ def test_a_non_numeric_score_in_your_own_file_is_one_line(tmp_path):
         load_task(cfg, str(tmp_path))
 
 
+@pytest.mark.parametrize("dev_rows, constant, match", [
+    (1, False, r"^the dev split of text_pair_regression has 1 example: Pearson / Spearman .* need at least 2 whose "
+               r"scores differ: give a larger dev split \(dataset.max_eval / dev_from_train, or more rows in its file\)$"),
+    (4, True, r"^the dev split of text_pair_regression gives all its 4 examples the same score: Pearson / Spearman are "
+              r"undefined there \(a model would score 0.0 whatever it predicts\): give a dev split whose scores differ$"),
+])
+def test_a_dev_split_pearson_cannot_score_is_refused_before_training(tmp_path, dev_rows, constant, match):
+    """One dev example stopped the run after its first epoch (`correlation needs at least 2 scored examples`, no
+    split named); constant dev scores made every epoch's Pearson / Spearman 0.0 and the first epoch was selected."""
+    from openprompt_ipt.data.prepare import prepare_splits
+
+    folder = similarity_folder(tmp_path / "sim")
+    lines = (tmp_path / "sim" / "dev.csv").read_text().splitlines()[:1 + dev_rows]
+    if constant:
+        lines = lines[:1] + [row.rsplit(",", 1)[0] + ",2.50" for row in lines[1:]]
+    (tmp_path / "sim" / "dev.csv").write_text("\n".join(lines) + "\n")
+    cfg = load_config(write_config(tmp_path, {"name": "text_pair_regression", "path": folder,
+                                              "columns": {"text_a": "a", "text_b": "b", "label": "sim"}}))
+    with pytest.raises(ValueError, match=match):
+        prepare_splits(cfg, str(tmp_path))
+
+
 # ---------------------------------------------------------------------------------- end to end training
 IDPG = {"text": PAIR, "prompt_length": 2, "generator": "idpg", "injection": "hidden",
         "idpg": {"depth": "multi", "layer": "phm", "hidden": 4, "phm_n": 2, "sharing": "M",

@@ -317,3 +317,26 @@ def test_placement_settings_the_injection_reads_are_taken(bert):
     model, tok = bert
     get_instance_prompt_model(model, InstancePromptConfig(method="p_tuning_v2", prompt_length=2,
                                                           prefix_positions="keep"), tok)
+
+
+def test_saving_nan_weights_warns_in_one_line_naming_them(bert, tmp_path):
+    """The stock Trainer trains on through a NaN loss (it logs loss 0, grad_norm nan) and save_pretrained wrote
+    the NaN prompt without a word: loaded, it predicts one class everywhere."""
+    import warnings
+
+    from openprompt_ipt.hf import NonFiniteWeightsWarning
+
+    mlm, tok = bert
+    model = _wrap(classifier_from(mlm, initializer_range=0.2), "ipt-random", tmp_path, mlm, tok)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", NonFiniteWeightsWarning)
+        model.save_pretrained(str(tmp_path / "good"))  # finite: no warning
+    name, weight = next((n, p) for n, p in model.named_parameters() if p.requires_grad and n.startswith("generator"))
+    with torch.no_grad():
+        weight[0, 0] = float("inf")
+    with pytest.warns(NonFiniteWeightsWarning) as caught:
+        model.save_pretrained(str(tmp_path / "bad"))
+    message = str(caught[0].message)
+    assert message.startswith(f"save_pretrained('{tmp_path / 'bad'}'): 1 tensor(s) hold NaN / inf ({name}): training "
+                              "diverged") and "lower the learning rate" in message and "\n" not in message
+    assert caught[0].filename == __file__  # points at the caller's line

@@ -78,6 +78,30 @@ def test_predict_round_trip_matches_evaluate(tiny_model_dir, tmp_path):
         load_run(out).predict([])
 
 
+def test_predict_refuses_a_run_whose_weights_hold_nan(tiny_model_dir, tmp_path, capsys):
+    """A run saved by a diverged training (NaN prompt): predict wrote a confident label per row (the argmax of NaN
+    logits, always the first class) with "probabilities": {..: NaN}, invalid JSON, and exit 0."""
+    from safetensors.torch import load_file, save_file
+
+    from openprompt_ipt.runner.experiment import run_experiment
+
+    data, out = write_cb(tmp_path / "CB"), str(tmp_path / "run")
+    run_experiment(tiny_cfg(tiny_model_dir, data), output_dir=out, show_progress=False)
+    weights = os.path.join(out, "best.safetensors")
+    state = load_file(weights)
+    name = next(k for k in state if "generator" in k)
+    state[name][:] = float("nan")
+    save_file(state, weights)
+    outfile = tmp_path / "preds.jsonl"
+    capsys.readouterr()
+    assert load_script("predict").main(["--run", out, "--input", os.path.join(data, "val.jsonl"),
+                                        "--output", str(outfile)]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"error: '{weights}': {name} holds NaN / inf values (the training that saved it diverged): train the run "
+        "again (experiments/run.py ... --overwrite) or use another run"]
+    assert not outfile.exists()
+
+
 def test_a_bf16_run_predicts_under_the_autocast_it_evaluated_with(tiny_model_dir, tmp_path):
     """`train.mixed_precision: bf16`: dev / test were scored under bf16 autocast; predict ran in fp32, so its
     probabilities (and a close call's label) were not the run's."""

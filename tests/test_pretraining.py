@@ -552,3 +552,47 @@ def test_the_same_table_is_the_same_file(tmp_path):
     mask = os.umask(0)
     os.umask(mask)
     assert os.stat(path).st_mode & 0o777 == 0o666 & ~mask
+
+
+@pytest.mark.parametrize("epochs_before", [0, 1])
+def test_a_nan_loss_stops_pretraining_and_exports_nothing(bert, tiny_dir, data_dir, hf_cache, tmp_path, monkeypatch,
+                                                          epochs_before):
+    """Pretraining trained on through a NaN loss: the NaN model's dev accuracy (the argmax of NaN logits) was a
+    real-looking number, it was selected, and its NaN table was exported as finished (DONE) for Pretrained IPT."""
+    from openprompt_ipt.pretraining import train as train_mod
+    from openprompt_ipt.training import NonFiniteLoss
+
+    out = str(tmp_path / "exp")
+    cfg = pipeline_cfg(tmp_path, data_dir, os.path.join(tiny_dir, "bert"), epochs=2, patience=2)
+    real, finished = train_mod.F.cross_entropy, []
+
+    def nan_in_epoch(logits, y):  # NaN from the first batch of epoch `epochs_before + 1` on
+        loss = real(logits, y)
+        return loss * float("nan") if len(finished) >= epochs_before else loss
+
+    def count(line):
+        if str(line).startswith("epoch "):
+            finished.append(line)
+
+    monkeypatch.setattr(train_mod.F, "cross_entropy", nan_in_epoch)
+    with pytest.raises(NonFiniteLoss, match=rf"^pretraining loss became nan at epoch {epochs_before + 1}, batch 1: "
+                                            "stopped, nothing exported: lower train.lr / train.lr_embedding and run again"
+                                            + (r" with --overwrite \(it replaces the unfinished run\)$" if epochs_before else "$")):
+        run_pretraining(cfg, data_dir, out, show_progress=False, cache_dir=hf_cache, log=count)
+    assert not os.path.exists(out)  # no export, no DONE
+    assert os.path.isdir(out + ".partial") == bool(epochs_before)
+
+
+def test_a_nan_loss_is_one_line_and_exit_2_from_the_command_line(tmp_path, capsys):
+    """The pretraining command line caught ValueError & co. only: a NaN loss was a FloatingPointError traceback."""
+    from openprompt_ipt.pretraining.cli import run_pretraining_cli
+    from openprompt_ipt.training import NonFiniteLoss
+
+    def diverges(args):
+        raise NonFiniteLoss("pretraining loss became nan at epoch 2, batch 1: stopped, nothing exported: ...")
+
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("name: x\n")
+    assert run_pretraining_cli(["--config", str(cfg)], "doc", "c", "k=v", "o", diverges) == 2
+    assert capsys.readouterr().err.strip() == ("error: pretraining loss became nan at epoch 2, batch 1: stopped, "
+                                               "nothing exported: ...")

@@ -133,6 +133,33 @@ def load_fewglue(cfg: Dict, root: str) -> List:
     return get_task(name, cfg["dataset"]).load(path, "train")
 
 
+def check_scored_splits(task: str, **splits: List) -> None:
+    """A regression task's dev / test are scored by Pearson / Spearman, which need two scores that differ: one
+    example stopped the run only after training (naming no split), and constant scores made every epoch 0.0,
+    a real-looking number (the first epoch always selected)."""
+    for name, exs in splits.items():
+        scores = {float(e.label) for e in exs}
+        if len(exs) < 2:
+            raise ValueError(f"the {name} split of {task} has {len(exs)} example: Pearson / Spearman (every "
+                             f"regression score) need at least 2 whose scores differ: give a larger {name} split "
+                             "(dataset.max_eval / dev_from_train, or more rows in its file)")
+        if len(scores) == 1:
+            raise ValueError(f"the {name} split of {task} gives all its {len(exs)} examples the same score: "
+                             "Pearson / Spearman are undefined there (a model would score 0.0 whatever it "
+                             f"predicts): give a {name} split whose scores differ")
+
+
+def check_dev_labels(task: str, dev: List, labels: List[str]) -> None:
+    """A dev split of one label selects nothing: predicting that label everywhere scores 1.0 on accuracy and
+    macro-F1, so the epoch (or sweep point) that collapsed onto it won, silently (a held-out test kept its say)."""
+    seen = {int(e.label) for e in dev}
+    if len(seen) == 1 and len(labels) > 1:
+        only = labels[seen.pop()]
+        raise ValueError(f"the dev split of {task} labels all its {len(dev)} example(s) '{only}': a model predicting "
+                         f"'{only}' everywhere would score 1.0 on it, so it cannot select an epoch: give a dev split with "
+                         "at least 2 labels (without a dev file, dataset.dev_from_train draws one from train, stratified by label)")
+
+
 def prepare_splits(cfg: Dict, root: str) -> Splits:
     """train / dev / test for ``cfg['protocol']`` (default ``full``) and ``cfg['seed']``; dev is the reported
     split itself under ``selection: on_eval_set``."""
@@ -159,6 +186,10 @@ def prepare_splits(cfg: Dict, root: str) -> Splits:
             train, dev = low_resource_splits(pool, int(proto["k"]), int(proto["dev_size"]), seed)
     if cfg.get("selection", "held_out") == "on_eval_set":
         dev = list(test)
+    if task.regression:
+        check_scored_splits(task.name, dev=dev, test=test)
+    else:
+        check_dev_labels(task.name, dev, list(labels))
     line = where.describe(cfg["dataset"]["name"]) + (task.offline_note(where.path) if where.is_local else "")
     capped = sizes.get("test", len(test)) > len(test)
     cap = {"max_eval": int(cfg["dataset"]["max_eval"]), "kept": len(test), "of": sizes["test"]} if capped else None

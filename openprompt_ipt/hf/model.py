@@ -25,7 +25,7 @@ from .gradient_checkpointing import GradientCheckpointingMixin
 from .habits import PeftHabitsMixin
 from .instance_tokens import added_ids, instance_tokens
 from .padding import caller_order, right_padding_order, take
-from .saving import SavingMixin
+from .saving import NonFiniteWeightsWarning, SavingMixin
 from .tokenizer_check import _load_tokenizer, check_against_model, tokenizer_record
 
 # heads whose per-position outputs the prompt positions would shift, unseen (start/end logits, choices, pretraining
@@ -262,4 +262,4 @@ def get_instance_prompt_model(model: nn.Module, config: InstancePromptConfig, to
     return InstancePromptModel(model, config, tokenizer=tokenizer)
 
 
-__all__ = ["InstancePromptModel", "get_instance_prompt_model"]
+__all__ = ["InstancePromptModel", "NonFiniteWeightsWarning", "get_instance_prompt_model"]

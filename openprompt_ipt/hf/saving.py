@@ -39,6 +39,23 @@ def decode_config(tensor: torch.Tensor) -> dict:
     return json.loads(bytes(tensor.cpu().tolist()).decode("utf-8"))
 
 
+class NonFiniteWeightsWarning(UserWarning):
+    """Weights saved with NaN / inf values: training diverged."""
+
+
+def warn_non_finite(state, directory: str) -> None:
+    """The stock Trainer trains on through NaN (it logs such a step's loss as 0 and grad_norm nan) and saves what
+    it has: a NaN prompt saved without a word predicts one class everywhere once loaded."""
+    import warnings
+
+    bad = [k for k, v in state.items() if v.is_floating_point() and not bool(torch.isfinite(v).all())]
+    if bad:
+        listed = ", ".join(bad[:3]) + (f" and {len(bad) - 3} more" if len(bad) > 3 else "")
+        warnings.warn(f"save_pretrained('{directory}'): {len(bad)} tensor(s) hold NaN / inf ({listed}): training "
+                      "diverged (the Trainer logs grad_norm nan); lower the learning rate and train again",
+                      NonFiniteWeightsWarning, stacklevel=3)
+
+
 class SavingMixin:
     """Checkpoints hold the tensors that train and the prompt's config; the frozen base is never saved."""
 
@@ -124,6 +141,7 @@ class SavingMixin:
         from safetensors.torch import save_file
 
         state = {k: v.detach().contiguous().cpu() for k, v in self.state_dict().items()}
+        warn_non_finite(state, save_directory)
         os.makedirs(save_directory, exist_ok=True)
         with tempfile.TemporaryDirectory(dir=save_directory) as tmp:  # no half-written pair is ever visible
             save_file(state, os.path.join(tmp, WEIGHTS_FILE), metadata={"format": "pt"})

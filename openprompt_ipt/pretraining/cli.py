@@ -37,7 +37,7 @@ def run_pretraining_cli(argv: Optional[List[str]], doc: str, config_help: str, s
 
         with quiet_libraries(args.quiet), sigterm_interrupts():  # 🤗 datasets' corpus bars too; SIGTERM as Ctrl-C
             text = run(args)
-    except (KeyError, ValueError, FileNotFoundError, ImportError) as e:
+    except (KeyError, ValueError, FileNotFoundError, ImportError, FloatingPointError) as e:  # NonFiniteLoss too
         # KeyError's str() wraps the message in quotes: print the message itself
         print(f"error: {e.args[0] if isinstance(e, KeyError) and e.args else e}", file=sys.stderr)
         return 2

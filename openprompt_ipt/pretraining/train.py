@@ -3,6 +3,7 @@ per-epoch resumable state, tqdm progress, and accuracy / macro-F1 / confusion ma
 from __future__ import annotations
 
 import copy
+import math
 import os
 import time
 from dataclasses import dataclass, field
@@ -104,6 +105,18 @@ def _set_rng_state(state: Optional[Dict]) -> None:
         torch.cuda.set_rng_state_all([s.cpu() for s in state["cuda"]])
 
 
+def check_finite(loss: float, epoch: int, batch: int, state_path: Optional[str]) -> None:
+    """A NaN / inf loss stops before its backward: training went on through it, NaN weights scored the argmax of
+    NaN logits (a real-looking dev accuracy), and the NaN table was exported as finished (with DONE)."""
+    from ..training.trainer import NonFiniteLoss
+
+    if not math.isfinite(loss):
+        saved = state_path is not None and os.path.isfile(state_path)  # an epoch before: the unfinished run stays
+        raise NonFiniteLoss(f"pretraining loss became {loss} at epoch {epoch}, batch {batch}: stopped, nothing "
+                            "exported: lower train.lr / train.lr_embedding and run again"
+                            + (" with --overwrite (it replaces the unfinished run)" if saved else ""))
+
+
 def train_classifier(model, corpus: Corpus, cfg: PretrainConfig, state_path: Optional[str] = None,
                      log: Callable = print) -> Dict:
     """Train with early stopping on dev; returns dev/test metrics of the best epoch (model left at it)."""
@@ -137,9 +150,10 @@ def train_classifier(model, corpus: Corpus, cfg: PretrainConfig, state_path: Opt
         bar = tqdm(batches(corpus.train, cfg.batch_size, gen), total=n_batches, desc=f"epoch {epoch + 1}/{cfg.epochs}",
                    disable=not cfg.show_progress, leave=False)
         total, seen = 0.0, 0
-        for ids, mask, y in bar:
+        for batch_no, (ids, mask, y) in enumerate(bar, 1):
             ids, mask, y = ids.to(device), mask.to(device), y.to(device)
             loss = F.cross_entropy(model(ids, mask), y)
+            check_finite(loss.item(), epoch + 1, batch_no, state_path)
             for o in opts:
                 o.zero_grad(set_to_none=True)
             loss.backward()

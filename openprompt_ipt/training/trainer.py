@@ -271,6 +271,7 @@ class Trainer:
                                          epoch_gen_state)
                     bar.set_postfix(loss=f"{running / math.ceil(step / accum):.4f}")
                 dev = evaluate(self.model, dev_loader, self.device, desc="dev", show_progress=verbose, runtime=rt)
+                self._check_finite_dev(dev, epoch)
                 record = {"epoch": epoch, "train_loss": running / steps_per_epoch,  # the mean optimizer step's loss
                           **{f"dev_{k}": v for k, v in dev.items()}}
                 cfg.history.append(record)
@@ -293,8 +294,7 @@ class Trainer:
                     print(f"epoch {epoch:3d} | train loss {record['train_loss']:.4f}{extra}{'  *best' if improved else ''}")
         finally:
             logger.close()
-        self.info.update(optimizer_steps=step_no,
-                         best_epoch=max(cfg.history, key=lambda r: (r[f"dev_{cfg.metric}"], -r["epoch"]))["epoch"])
+        self.info.update(optimizer_steps=step_no, best_epoch=self._best_epoch())
         self.load_state(self.best_state)
         return self.best_metrics
 
@@ -336,6 +336,23 @@ class Trainer:
         if loss is not None:
             (scaler.scale(loss) if scaler is not None else loss).backward()
         return value
+
+    def _check_finite_dev(self, dev: Dict[str, float], epoch: int) -> None:
+        """A NaN / inf dev loss: the epoch's last steps left the model's outputs non-finite (its train loss, taken
+        before those steps, was finite). Its predictions (argmax of NaN) still score a real-looking accuracy, which
+        could be selected and saved over the best model: stop before selection, as a NaN train loss does."""
+        if math.isfinite(dev["loss"]):
+            return
+        last = latest_checkpoint(self.output_dir) if self.output_dir else None
+        best = "none" if self.best_state is None else f"epoch {self._best_epoch()}, kept"
+        raise NonFiniteLoss(f"dev loss became {dev['loss']} after epoch {epoch}: the model's outputs are not finite; "
+                            f"stopped; best so far: {best}; last good checkpoint: {last or 'none'} "
+                            "(lower train.lr_prompt / train.lr_head)")
+
+    def _best_epoch(self) -> int:
+        """The selected epoch: the best dev score, the earlier epoch on a tie (as ``improved`` picks)."""
+        metric = f"dev_{self.config.metric}"
+        return max(self.config.history, key=lambda r: (r[metric], -r["epoch"]))["epoch"]
 
     def _checkpoint_due(self, step_no: int) -> bool:
         """Mid-epoch: every ``checkpoint_every`` optimizer steps, or when ``checkpoint_minutes`` have passed
