@@ -126,7 +126,7 @@ def test_a_resume_after_a_kill_between_a_new_best_and_its_checkpoint_keeps_best_
 
     scores = iter([0.5, 0.9,  # the killed run: epoch 2 is its best
                    0.4, 0.45])  # the resumed run's epochs 2 and 3: neither beats epoch 1
-    monkeypatch.setattr(trainer_mod, "evaluate", lambda *a, **k: dict.fromkeys(("accuracy", "macro_f1"), next(scores)))
+    monkeypatch.setattr(trainer_mod, "evaluate", lambda *a, **k: {"loss": 0.7, **dict.fromkeys(("accuracy", "macro_f1"), next(scores))})
     real_save, saves = trainer_mod.save_checkpoint, [0]
 
     def save(*a, **k):
