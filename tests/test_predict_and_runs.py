@@ -102,6 +102,27 @@ def test_predict_refuses_a_run_whose_weights_hold_nan(tiny_model_dir, tmp_path, 
     assert not outfile.exists()
 
 
+def test_a_test_split_the_selected_model_scores_nan_on_is_not_reported(tiny_model_dir, tmp_path, monkeypatch):
+    """The dev check keeps a non-finite model from being selected; a selected model whose outputs are non-finite
+    only on test reported the argmax of NaN logits as its test scores (a metrics.json that looks real)."""
+    import openprompt_ipt.training as training
+    from openprompt_ipt.runner.experiment import run_experiment
+    from openprompt_ipt.training import NonFiniteLoss
+
+    real = training.evaluate
+
+    def nan_on_test(*a, **k):
+        out = real(*a, **k)
+        return {**out, "loss": float("nan")} if k.get("desc") == "test" else out
+
+    monkeypatch.setattr(training, "evaluate", nan_on_test)
+    data, out = write_cb(tmp_path / "CB"), tmp_path / "run"
+    with pytest.raises(NonFiniteLoss, match=r"^test loss is nan: the selected model \(epoch \d\) gives non-finite "
+                                            r"outputs on the test split, so its test scores are not reported"):
+        run_experiment(tiny_cfg(tiny_model_dir, data), output_dir=str(out), show_progress=False)
+    assert not (out / "metrics.json").exists()
+
+
 def test_a_bf16_run_predicts_under_the_autocast_it_evaluated_with(tiny_model_dir, tmp_path):
     """`train.mixed_precision: bf16`: dev / test were scored under bf16 autocast; predict ran in fp32, so its
     probabilities (and a close call's label) were not the run's."""

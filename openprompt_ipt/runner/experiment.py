@@ -110,7 +110,7 @@ def run_experiment(cfg: Dict, root: str | None = None, output_dir: str | None = 
     from ..data.prepare import examples_digest, prepare_splits
     from ..data.tasks import SPLIT_ALIASES
     from ..injection import max_positions
-    from ..training import Runtime, TrainConfig, Trainer, evaluate, set_seed
+    from ..training import NonFiniteLoss, Runtime, TrainConfig, Trainer, evaluate, set_seed
     from ..training.checkpoint import check_resume_config, latest_checkpoint
     from ..training.optim import split_counts
 
@@ -171,6 +171,10 @@ def run_experiment(cfg: Dict, root: str | None = None, output_dir: str | None = 
     best_dev = trainer.fit(train_loader, dev_loader, resume=checkpoint)
     test_metrics = evaluate(model, test_loader, trainer.device, desc="test", show_progress=show_progress,
                             runtime=runtime)
+    if not math.isfinite(test_metrics.get("loss", 0.0)):  # finite on dev, not here: argmax of NaN is no score
+        raise NonFiniteLoss(f"test loss is {test_metrics['loss']}: the selected model (epoch "
+                            f"{trainer.info.get('best_epoch')}) gives non-finite outputs on the test split, so its test "
+                            "scores are not reported (lower train.lr_prompt / train.lr_head)")
     prompt_n, head_n, plm_n = split_counts(model)
     train_from = cfg["dataset"].get("train_from") or "train"
     reported = (f"{train_from} held out" if SPLIT_ALIASES.get(train_from, train_from) == task.test_split  # load_task
