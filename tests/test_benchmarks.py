@@ -852,3 +852,55 @@ def test_param_counts_report_names_the_command_that_made_it(tmp_path):
     out = tmp_path / "counts.md"
     bench.main(["--output", str(out)])
     assert f"Command: `python benchmarks/param_counts.py --output {out}`" in out.read_text()
+
+
+def _efficiency_commands(script: str, out: str):
+    """The argv of every benchmarks/efficiency.py command in ``script`` (continuations joined, its ``E=`` prefix
+    expanded, ``$OUT`` -> ``out``, the shell's redirections and fallbacks cut)."""
+    import re
+    import shlex
+
+    text = open(script, encoding="utf-8").read().replace("\\\n", " ")
+    found = re.search(r'^E="([^"]*)"', text, re.M)
+    commands = []
+    for line in text.splitlines():
+        line = line.split("  # ")[0]
+        if line.lstrip().startswith("#") or not re.search(r"\$PY (\$E|benchmarks/efficiency\.py)\b", line):
+            continue
+        line = line.replace("$E", found.group(1) if found else "$E").replace("$OUT", out).replace("$mp", "bf16")
+        words = shlex.split(line.split("$PY ", 1)[1])
+        cut = next((i for i, w in enumerate(words) if w in ("||", "&&") or w.startswith((">", "2>"))), len(words))
+        assert words[0] == "benchmarks/efficiency.py", line
+        commands.append(words[1:cut])
+    return commands
+
+
+def test_the_gpu_scripts_efficiency_commands_parse_and_name_known_methods(tmp_path, monkeypatch):
+    """A loan is 15 minutes of GPU: a flag or a method name that one of benchmarks/gpu_*.sh gets wrong costs its
+    step there. Each of their efficiency.py commands parses, and every method it names is the benchmark's."""
+    import glob
+
+    import openprompt_ipt.training.distributed as distributed
+
+    bench = _load("efficiency")
+    monkeypatch.setattr(distributed, "resolve_device", lambda device, key=None: "cpu")  # no GPU here
+    named, real = [], bench.method_names
+
+    class Parsed(Exception):
+        pass
+
+    def stop_after_names(text):
+        named.append(real(text))  # an unknown name: SystemExit naming it
+        raise Parsed
+
+    monkeypatch.setattr(bench, "method_names", stop_after_names)
+    scripts = sorted(glob.glob(os.path.join(os.path.dirname(__file__), "..", "benchmarks", "gpu_*.sh")))
+    commands = [c for s in scripts for c in _efficiency_commands(s, str(tmp_path))]
+    assert len(commands) >= 5, commands  # next loan: 2 (one in a loop), late study: 2, GLUE study: 1
+    for argv in commands:
+        try:
+            bench.main(argv)
+        except Parsed:
+            continue
+        raise AssertionError(f"efficiency.py {argv} stopped before naming its methods")
+    assert len(named) == len(commands) and all(named)
