@@ -101,6 +101,37 @@ def test_low_resource_sizes():
     assert guids(low_resource_splits(exs, 100, 150, 1)[0]) == guids(low_resource_splits(exs[::-1], 100, 150, 1)[0])
     with pytest.raises(ValueError, match="protocol.k=1000 \\+ protocol.dev_size=1000 exceeds the 1200"):
         low_resource_splits(exs, 1000, 1000, 1)
+    # a task without MultiRC paragraphs draws exactly what it drew before paragraphs were kept whole
+    train, dev = low_resource_splits(exs, 5, 3, seed=1)
+    assert guids(train) == ["train-1-173", "train-1-179", "train-0-46", "train-1-355", "train-0-185"]
+    assert guids(dev) == ["train-0-1", "train-2-52", "train-1-226"]
+
+
+def multirc_rows(paragraphs=30, questions=4, answers=5):
+    return [InputExample(guid=f"train-{p}-{q}-{a}", text_a=f"paragraph {p}", text_b=f"question {q}", label=a % 2,
+                         meta={"answer": f"a{a}", "group": f"{p}-{q}", "paragraph": str(p)})
+            for p in range(paragraphs) for q in range(questions) for a in range(answers)]
+
+
+@pytest.mark.parametrize("k", [7, 100, 300])
+def test_low_resource_keeps_a_multirc_paragraph_on_one_side(k):
+    """Drawn answer by answer, dev repeated questions (and passages) that train had seen: the dev set that picks
+    the epoch was partly training data. K still counts answers; dev holds whole questions."""
+    exs = multirc_rows()
+    for seed in (1, 2, 3):
+        train, dev = low_resource_splits(exs, k, 150, seed)
+        assert len(train) == k and len(dev) == 150
+        assert not {e.meta["group"] for e in train} & {e.meta["group"] for e in dev}
+        assert not {e.meta["paragraph"] for e in train} & {e.meta["paragraph"] for e in dev}
+        dev_questions = {e.meta["group"] for e in dev}
+        assert len(dev) == sum(e.meta["group"] in dev_questions for e in exs)  # every answer of a dev question
+        again = low_resource_splits(exs[::-1], k, 150, seed)
+        assert (guids(again[0]), guids(again[1])) == (guids(train), guids(dev))  # input order does not matter
+    assert set(guids(low_resource_splits(exs, k, 150, 4)[1])) != set(guids(dev))
+    with pytest.raises(ValueError, match=r"protocol.k=441 \+ protocol.dev_size=150: MultiRC keeps .* only 440"):
+        low_resource_splits(exs, 441, 150, 1)  # dev's 150 answers open 8 paragraphs of 20: 440 answers left
+    with pytest.raises(ValueError, match=r"protocol.dev_size=4 is smaller than every MultiRC question"):
+        low_resource_splits(exs, k, 4, 1)  # 5 answers a question
 
 
 def test_sweep_grid_expansion_and_selection():
