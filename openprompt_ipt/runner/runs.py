@@ -16,6 +16,7 @@ import math
 import os
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
+from ..data.features import shared_features
 from ..data.prepare import Splits, prepare_splits
 from ..data.protocols import cv_folds
 from ..serialization import write_text_atomic
@@ -280,18 +281,9 @@ def _run_seeds(cfg, name, top, seeds, root, train_fn, show_progress, resume, ove
         if start and start.get("note"):  # Encoder IPT without its pretraining export: said first, kept in metrics.json
             print(start["note"], flush=True)
     results = []
-    for scfg, splits, data in _tqdm(plans, "seeds", show_progress and len(plans) > 1):
-        seed_dir = os.path.join(top, f"seed{scfg['seed']}") if top else None
-        result = run_one_seed(scfg, name, splits, seed_dir, train_fn, show_progress, data)
-        splits = data(result.get("selected_point") or {})  # the reported run's data (a swept dataset.* key)
-        result["data_source"] = splits.source
-        if splits.test_cap:  # dataset.max_eval sampled the reported split: said next to its label
-            result["test_cap"] = splits.test_cap
-        if notes:
-            result["unused_keys"] = list(notes)
-        if seed_dir:
-            write_json(os.path.join(seed_dir, "metrics.json"), result)
-        results.append(result)
+    with shared_features():  # each split tokenized once for the group, not once per seed and sweep point
+        for scfg, splits, data in _tqdm(plans, "seeds", show_progress and len(plans) > 1):
+            results.append(_finish_seed(scfg, name, top, splits, data, train_fn, show_progress, notes))
     if top:
         summary = write_summary(top, name, cfg, seen, results, notes)
     else:
@@ -300,6 +292,21 @@ def _run_seeds(cfg, name, top, seeds, root, train_fn, show_progress, resume, ove
             summary["unused_keys"] = list(notes)
     summary["results"] = results
     return summary
+
+
+def _finish_seed(scfg, name, top, splits, data, train_fn, show_progress, notes) -> Dict:
+    """One seed of the group: its run(s), labelled and written to ``seed<k>/metrics.json``."""
+    seed_dir = os.path.join(top, f"seed{scfg['seed']}") if top else None
+    result = run_one_seed(scfg, name, splits, seed_dir, train_fn, show_progress, data)
+    splits = data(result.get("selected_point") or {})  # the reported run's data (a swept dataset.* key)
+    result["data_source"] = splits.source
+    if splits.test_cap:  # dataset.max_eval sampled the reported split: said next to its label
+        result["test_cap"] = splits.test_cap
+    if notes:
+        result["unused_keys"] = list(notes)
+    if seed_dir:
+        write_json(os.path.join(seed_dir, "metrics.json"), result)
+    return result
 
 
 def format_summary(summary: Dict) -> str:
