@@ -61,10 +61,10 @@ def write_json(path: str, obj) -> None:
     write_text_atomic(path, json.dumps(obj, indent=2))
 
 
-def _tqdm(items, desc: str, show: bool):
+def _tqdm(items, desc: str, show: bool, total: int | None = None):
     from tqdm.auto import tqdm
 
-    return tqdm(items, desc=desc, disable=not show, leave=False)
+    return tqdm(items, desc=desc, disable=not show, leave=False, total=total)
 
 
 def _label(result: Dict, cfg: Dict, name: str, level: str) -> Dict:
@@ -101,13 +101,19 @@ def run_one_seed(cfg: Dict, name: str, splits: Splits, seed_dir: Optional[str], 
     # few-shot: pick the point by k-fold CV over the 2K examples; under on_eval_set dev is the reported split,
     # which CV would train on, so there the point is picked on it like the epoch (the notebook's protocol)
     if cfg["protocol"]["name"] == "few_shot" and cfg["selection"] != "on_eval_set":
-        for point in _tqdm(points, f"seed {cfg['seed']}: CV over sweep points", show_progress):
+        # one tick a fold: the folds run quietly (their epochs would be folds x points screens), a point's
+        # folds are minutes, and a bar ticking per point stood still for all of them
+        bar = _tqdm(None, f"seed {cfg['seed']}: CV folds over sweep points", show_progress,
+                    total=len(points) * int(cfg["protocol"]["cv_folds"]))
+        for point in points:
             pcfg, own = apply_point(cfg, point), data(point)
             folds = cv_folds(own.train + own.dev, int(cfg["protocol"]["cv_folds"]), int(cfg["seed"]))
             scores = []
             for i, (tr, held) in enumerate(folds):
                 fold_dir = sub("cv", point_name(point), f"fold{i}")
+                bar.set_postfix_str(f"{point_name(point)} fold {i + 1}/{len(folds)}")
                 r = train_fn(pcfg, Splits(tr, held, held, own.labels), fold_dir, False)
+                bar.update()
                 scores.append(r["best_dev"][metric])
                 if fold_dir:  # a fold's "test" is its held-out part: never a seed-level result
                     write_json(os.path.join(fold_dir, "metrics.json"),
@@ -117,13 +123,18 @@ def run_one_seed(cfg: Dict, name: str, splits: Splits, seed_dir: Optional[str], 
             if seed_dir:
                 write_json(sub("cv", point_name(point), "metrics.json"), row)
             rows.append(row)
+        bar.close()
         best = select_best([r["score"] for r in rows])
         result = train_fn(apply_point(cfg, points[best]), data(points[best]), seed_dir, show_progress)
     else:  # best point on dev
         results = []
-        for point in _tqdm(points, f"seed {cfg['seed']}: sweep points", show_progress):
+        bar = _tqdm(points, f"seed {cfg['seed']}: sweep points", show_progress)
+        for point in bar:
+            bar.set_postfix_str(point_name(point))  # which point the epochs below belong to
             pcfg = apply_point(cfg, point)
-            r = _label(train_fn(pcfg, data(point), sub(point_name(point)), False), pcfg, name, "sweep_point")
+            # each point shows its own tokenizing, epochs and evaluation: on a large split one is minutes, and
+            # quiet it left the terminal at "sweep points 0/N" for all of them
+            r = _label(train_fn(pcfg, data(point), sub(point_name(point)), show_progress), pcfg, name, "sweep_point")
             r["sweep_point"] = point
             if seed_dir:
                 write_json(sub(point_name(point), "metrics.json"), r)
