@@ -617,3 +617,31 @@ def test_a_seed_numpy_cannot_take_is_refused_before_any_seed_trains(tmp_path, ca
     assert "--seeds 1,4294967296: seed = 4294967296 is not allowed: give an integer in [0, 4294967295]" in capsys.readouterr().err
     assert run_seeds(cfg, "ok", None, [0, 2**32 - 1], str(tmp_path), train_fn=fake_train(calls),
                      show_progress=False)["seeds"] == [0, 2**32 - 1]  # numpy's whole range runs
+
+
+def test_a_long_sweep_point_or_cv_fold_is_never_a_silent_terminal(tmp_path, capsys):
+    """A sweep point ran with show_progress=False: on a large split the terminal stayed at "sweep points 0/2"
+    for minutes (its tokenizing, epochs and evaluation all quiet). Now each point shows its own progress and the
+    bar names it; few-shot CV ticks per fold, naming the point and fold; several seeds' data (read again per seed,
+    before the first line) has a bar; --quiet stays quiet."""
+    write_cb(str(tmp_path / "CB"))
+    shown = []
+
+    def train(cfg, splits, output_dir, show_progress):
+        shown.append(show_progress)
+        return fake_train([])(cfg, splits, output_dir, show_progress)
+
+    cfg = load_config(yaml_config(tmp_path, "sweep:\n  train.lr_prompt: [0.1, 0.01]\n"))
+    run_seeds(cfg, "sw", str(tmp_path / "a"), [1], str(tmp_path), train_fn=train, show_progress=True)
+    err = capsys.readouterr().err
+    assert shown == [True, True] and "lr_prompt=0.01" in err
+    assert "preparing each seed's data" not in err  # one seed: no bar for its data
+    run_seeds(cfg, "sw", str(tmp_path / "a2"), [1, 2], str(tmp_path), train_fn=train, show_progress=True)
+    assert "preparing each seed's data" in capsys.readouterr().err
+    run_seeds(cfg, "sw", str(tmp_path / "b"), [1], str(tmp_path), train_fn=train, show_progress=False)
+    assert shown[6:] == [False, False] and capsys.readouterr().err == ""
+    cfg = load_config(yaml_config(tmp_path, "protocol:\n  name: few_shot\n  k: 4\n  cv_folds: 4\n"
+                                  "sweep:\n  train.lr_prompt: [0.1, 0.01]\n"))
+    run_seeds(cfg, "fs", str(tmp_path / "c"), [1], str(tmp_path), train_fn=train, show_progress=True)
+    err = capsys.readouterr().err
+    assert "CV folds over sweep points" in err and "/8 [" in err and "lr_prompt=0.1 fold 1/4" in err  # 2 points x 4

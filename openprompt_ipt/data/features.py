@@ -7,7 +7,11 @@ per batch in ``collate``.
 """
 from __future__ import annotations
 
-from typing import Dict, List, Sequence
+import hashlib
+import json
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Dict, List, Optional, Sequence
 
 import torch
 from torch.utils.data import DataLoader, Sampler
@@ -17,18 +21,60 @@ from ..prompting.examples import text_fields_filled
 
 SEQUENCE_KEYS = ("input_ids", "attention_mask", "token_type_ids", "loss_ids", "soft_token_ids")
 
+# wrapped-example digest -> its token tensors, while ``shared_features()`` is open (None: nothing kept)
+_SHARED: ContextVar[Optional[Dict]] = ContextVar("openprompt_ipt_shared_features", default=None)
+
+
+@contextmanager
+def shared_features():
+    """Within it, ``encode_examples`` tokenizes each wrapped example once: the seeds and sweep points of one group
+    (``runner/runs.py``) share their dev / test splits, which every run tokenized again (IMDB's 30,000
+    evaluation reviews: ~30 s a run). Nested: the outer one's store. The tensors are shared, never written to."""
+    token = _SHARED.set({}) if _SHARED.get() is None else None
+    try:
+        yield
+    finally:
+        if token is not None:
+            _SHARED.reset(token)
+
+
+def _wrapper_signature(tokenizer_wrapper, keys) -> str:
+    """What besides the wrapped text decides an encoding: the wrapper's tokenizer, length and truncation."""
+    tok = getattr(tokenizer_wrapper, "tokenizer", None)
+    truncate = getattr(getattr(tokenizer_wrapper, "truncate_fct", None), "__name__", None)
+    return json.dumps([type(tokenizer_wrapper).__qualname__, getattr(tokenizer_wrapper, "max_seq_length", None),
+                       truncate, getattr(tokenizer_wrapper, "create_token_type_ids", None), type(tok).__qualname__,
+                       getattr(tok, "name_or_path", None), len(tok) if tok is not None else None, sorted(keys)])
+
+
+def _encoded(wrapped, tokenizer_wrapper, keys, store: Optional[Dict], signature: str) -> Dict:
+    """One wrapped example's token tensors (padding stripped), from ``store`` when it already holds them."""
+    if store is None:
+        return _tokenize(wrapped, tokenizer_wrapper, keys)
+    text = wrapped[0] if isinstance(wrapped, (list, tuple)) and len(wrapped) == 2 else wrapped  # not guid / label
+    key = hashlib.blake2b((signature + json.dumps(text, sort_keys=True, default=str)).encode(), digest_size=16).digest()
+    if key not in store:  # the digest is taken first: tokenize_one_example rewrites special-token pieces in place
+        store[key] = _tokenize(wrapped, tokenizer_wrapper, keys)
+    return dict(store[key])
+
+
+def _tokenize(wrapped, tokenizer_wrapper, keys) -> Dict:
+    enc = tokenizer_wrapper.tokenize_one_example(wrapped, teacher_forcing=False)
+    length = int(sum(enc["attention_mask"]))
+    return {k: torch.tensor(v[:length]) for k, v in enc.items() if k in keys}
+
 
 def encode_examples(examples: Sequence, template, tokenizer_wrapper, desc: str = "tokenizing",
                     show_progress: bool = True) -> List[Dict]:
     if len(examples) == 0:
         raise ValueError(f"no examples to encode ({desc}): check the data path and split name")
     keys = set(SEQUENCE_KEYS) | set(getattr(template, "registered_inputflag_names", ()))  # + the template's flags
+    store = _SHARED.get()
+    signature = _wrapper_signature(tokenizer_wrapper, keys) if store is not None else ""
     features = []
     for ex in tqdm(examples, desc=desc, leave=False, disable=not show_progress or len(examples) < 500):
         wrapped = template.wrap_one_example(text_fields_filled(ex))
-        enc = tokenizer_wrapper.tokenize_one_example(wrapped, teacher_forcing=False)
-        length = int(sum(enc["attention_mask"]))
-        feat = {k: torch.tensor(v[:length]) for k, v in enc.items() if k in keys}
+        feat = _encoded(wrapped, tokenizer_wrapper, keys, store, signature)
         if isinstance(ex.label, float):  # a regression score (data/tasks.py: Task.regression)
             feat["label"] = torch.tensor(ex.label, dtype=torch.float32)
         else:

@@ -16,6 +16,7 @@ import math
 import os
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
+from ..data.features import shared_features
 from ..data.prepare import Splits, prepare_splits
 from ..data.protocols import cv_folds
 from ..serialization import write_text_atomic
@@ -60,10 +61,10 @@ def write_json(path: str, obj) -> None:
     write_text_atomic(path, json.dumps(obj, indent=2))
 
 
-def _tqdm(items, desc: str, show: bool):
+def _tqdm(items, desc: str, show: bool, total: int | None = None):
     from tqdm.auto import tqdm
 
-    return tqdm(items, desc=desc, disable=not show, leave=False)
+    return tqdm(items, desc=desc, disable=not show, leave=False, total=total)
 
 
 def _label(result: Dict, cfg: Dict, name: str, level: str) -> Dict:
@@ -100,13 +101,19 @@ def run_one_seed(cfg: Dict, name: str, splits: Splits, seed_dir: Optional[str], 
     # few-shot: pick the point by k-fold CV over the 2K examples; under on_eval_set dev is the reported split,
     # which CV would train on, so there the point is picked on it like the epoch (the notebook's protocol)
     if cfg["protocol"]["name"] == "few_shot" and cfg["selection"] != "on_eval_set":
-        for point in _tqdm(points, f"seed {cfg['seed']}: CV over sweep points", show_progress):
+        # one tick a fold: the folds run quietly (their epochs would be folds x points screens), a point's
+        # folds are minutes, and a bar ticking per point stood still for all of them
+        bar = _tqdm(None, f"seed {cfg['seed']}: CV folds over sweep points", show_progress,
+                    total=len(points) * int(cfg["protocol"]["cv_folds"]))
+        for point in points:
             pcfg, own = apply_point(cfg, point), data(point)
             folds = cv_folds(own.train + own.dev, int(cfg["protocol"]["cv_folds"]), int(cfg["seed"]))
             scores = []
             for i, (tr, held) in enumerate(folds):
                 fold_dir = sub("cv", point_name(point), f"fold{i}")
+                bar.set_postfix_str(f"{point_name(point)} fold {i + 1}/{len(folds)}")
                 r = train_fn(pcfg, Splits(tr, held, held, own.labels), fold_dir, False)
+                bar.update()
                 scores.append(r["best_dev"][metric])
                 if fold_dir:  # a fold's "test" is its held-out part: never a seed-level result
                     write_json(os.path.join(fold_dir, "metrics.json"),
@@ -116,13 +123,18 @@ def run_one_seed(cfg: Dict, name: str, splits: Splits, seed_dir: Optional[str], 
             if seed_dir:
                 write_json(sub("cv", point_name(point), "metrics.json"), row)
             rows.append(row)
+        bar.close()
         best = select_best([r["score"] for r in rows])
         result = train_fn(apply_point(cfg, points[best]), data(points[best]), seed_dir, show_progress)
     else:  # best point on dev
         results = []
-        for point in _tqdm(points, f"seed {cfg['seed']}: sweep points", show_progress):
+        bar = _tqdm(points, f"seed {cfg['seed']}: sweep points", show_progress)
+        for point in bar:
+            bar.set_postfix_str(point_name(point))  # which point the epochs below belong to
             pcfg = apply_point(cfg, point)
-            r = _label(train_fn(pcfg, data(point), sub(point_name(point)), False), pcfg, name, "sweep_point")
+            # each point shows its own tokenizing, epochs and evaluation: on a large split one is minutes, and
+            # quiet it left the terminal at "sweep points 0/N" for all of them
+            r = _label(train_fn(pcfg, data(point), sub(point_name(point)), show_progress), pcfg, name, "sweep_point")
             r["sweep_point"] = point
             if seed_dir:
                 write_json(sub(point_name(point), "metrics.json"), r)
@@ -257,7 +269,9 @@ def _run_seeds(cfg, name, top, seeds, root, train_fn, show_progress, resume, ove
 
     taken = check_new_runs([os.path.join(top, f"seed{s}") for s in seeds] if top else [], resume, overwrite)
     plans = []
-    for seed in seeds:  # every seed's data first: a bad protocol (K too large) fails before any run is written
+    # every seed's data first: a bad protocol (K too large) fails before any run is written; a bar, as each seed
+    # reads its files again (IMDB: ~1.5 s a seed, all before the first line)
+    for seed in _tqdm(seeds, "preparing each seed's data", show_progress and len(seeds) > 1):
         scfg = copy.deepcopy(cfg)
         scfg["seed"] = int(seed)
         seed_dir = os.path.join(top, f"seed{seed}") if top else None  # its model / data folders: those it recorded
@@ -280,18 +294,9 @@ def _run_seeds(cfg, name, top, seeds, root, train_fn, show_progress, resume, ove
         if start and start.get("note"):  # Encoder IPT without its pretraining export: said first, kept in metrics.json
             print(start["note"], flush=True)
     results = []
-    for scfg, splits, data in _tqdm(plans, "seeds", show_progress and len(plans) > 1):
-        seed_dir = os.path.join(top, f"seed{scfg['seed']}") if top else None
-        result = run_one_seed(scfg, name, splits, seed_dir, train_fn, show_progress, data)
-        splits = data(result.get("selected_point") or {})  # the reported run's data (a swept dataset.* key)
-        result["data_source"] = splits.source
-        if splits.test_cap:  # dataset.max_eval sampled the reported split: said next to its label
-            result["test_cap"] = splits.test_cap
-        if notes:
-            result["unused_keys"] = list(notes)
-        if seed_dir:
-            write_json(os.path.join(seed_dir, "metrics.json"), result)
-        results.append(result)
+    with shared_features():  # each split tokenized once for the group, not once per seed and sweep point
+        for scfg, splits, data in _tqdm(plans, "seeds", show_progress and len(plans) > 1):
+            results.append(_finish_seed(scfg, name, top, splits, data, train_fn, show_progress, notes))
     if top:
         summary = write_summary(top, name, cfg, seen, results, notes)
     else:
@@ -300,6 +305,21 @@ def _run_seeds(cfg, name, top, seeds, root, train_fn, show_progress, resume, ove
             summary["unused_keys"] = list(notes)
     summary["results"] = results
     return summary
+
+
+def _finish_seed(scfg, name, top, splits, data, train_fn, show_progress, notes) -> Dict:
+    """One seed of the group: its run(s), labelled and written to ``seed<k>/metrics.json``."""
+    seed_dir = os.path.join(top, f"seed{scfg['seed']}") if top else None
+    result = run_one_seed(scfg, name, splits, seed_dir, train_fn, show_progress, data)
+    splits = data(result.get("selected_point") or {})  # the reported run's data (a swept dataset.* key)
+    result["data_source"] = splits.source
+    if splits.test_cap:  # dataset.max_eval sampled the reported split: said next to its label
+        result["test_cap"] = splits.test_cap
+    if notes:
+        result["unused_keys"] = list(notes)
+    if seed_dir:
+        write_json(os.path.join(seed_dir, "metrics.json"), result)
+    return result
 
 
 def format_summary(summary: Dict) -> str:
