@@ -153,6 +153,31 @@ def test_token_classification_and_feature_extraction_at_the_callers_tokens(plm, 
     torch.testing.assert_close(features, expected, rtol=0, atol=1e-5)
 
 
+@pytest.mark.parametrize("case", ["ipt-random", "p_tuning_v2-kv", "s_idpg-dnn-cls"])
+def test_a_long_text_in_token_classification_names_the_pipelines_knob(plm, case):
+    """The token-classification pipeline always truncates at the tokenizer's model_max_length (it has no max_length
+    argument), which leaves no room for a prompt's positions: the line names ``tokenizer.model_max_length`` (it
+    named only OpenPrompt's max_seq_length and the tokenizer's max_length), and following it works."""
+    from transformers import AutoModelForTokenClassification, pipeline
+
+    mlm, tok = plm
+    cfg = copy.deepcopy(mlm.config)
+    cfg.num_labels, cfg.initializer_range = 3, 0.2
+    torch.manual_seed(3)
+    tagger = _wrap(AutoModelForTokenClassification.from_config(cfg), case, tok)
+    room = 128 - (5 if case == "ipt-random" else 3)
+    long = " ".join(["the movie was great"] * 60)
+    with pytest.raises(ValueError, match=rf"in a pipeline, tokenizer.model_max_length = {room}\)"):
+        pipeline("token-classification", model=tagger, tokenizer=tok)(long)
+    short = copy.deepcopy(tok)
+    short.model_max_length = room
+    rows = pipeline("token-classification", model=tagger, tokenizer=short)(long)
+    alone = _alone(tagger, tok, [long], truncation=True, max_length=room)[0].softmax(-1)
+    assert [d["index"] for d in rows] == list(range(1, room - 1))
+    torch.testing.assert_close(torch.tensor([d["score"] for d in rows]), alone[1:room - 1].max(-1).values,
+                               rtol=0, atol=1e-5)
+
+
 def test_pipeline_from_a_loaded_folder(plm, tmp_path):
     """``InstancePromptModel.from_pretrained(dir)`` into ``pipeline(task, model=model, tokenizer=tok)`` predicts with
     the trained prompt; the folder's path as ``model=`` is transformers' own refusal (the folder holds no base
