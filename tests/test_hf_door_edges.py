@@ -249,7 +249,8 @@ def test_a_batch_the_prompt_overflows_names_the_tokenizers_max_length(bert, case
     model = _wrap(classifier_from(mlm), case, tmp_path, mlm, tok)
     batch = tok([" ".join(["good"] * 200)], truncation=True, return_tensors="pt")
     assert batch["input_ids"].shape[1] == 128
-    with pytest.raises(ValueError, match=rf"<= {room} \(the tokenizer's max_length under 🤗 Transformers\)") as e:
+    with pytest.raises(ValueError, match=rf"<= {room} \(the tokenizer's max_length under 🤗 Transformers; in "
+                                         rf"a pipeline, tokenizer.model_max_length = {room}\)") as e:
         model(**batch)
     _one_line(e)
     batch = tok([" ".join(["good"] * 200)], truncation=True, max_length=room, return_tensors="pt")

@@ -96,6 +96,8 @@ class InstancePromptModel(SavingMixin, GradientCheckpointingMixin, PeftHabitsMix
             config.check_placement_read(self.placement.injection)  # a generator's default injection is known now
         self.modules_to_save = self._unfreeze(config.modules_to_save)
         self.register_buffer("label_word_ids", label_word_ids, persistent=False)
+        if label_word_ids.numel():
+            _name_classes(model.config, label_word_ids.size(0))
         self.mask_token_id = tokenizer.mask_token_id
         # token-level heads (token classification, masked LM): their loss is computed at the caller's positions
         self._token_labels = head.endswith("ForTokenClassification") or model.get_output_embeddings() is not None
@@ -236,6 +238,14 @@ class InstancePromptModel(SavingMixin, GradientCheckpointingMixin, PeftHabitsMix
         """``per_token`` (B, n', ...) and every hidden state without the prompt's positions."""
         view = SimpleNamespace(logits=per_token, hidden_states=hidden_states)
         return trim_outputs(view, n_prefix) if self.placement is None else release_prompts(None, view, keep)
+
+
+def _name_classes(config, classes: int) -> None:
+    """A masked LM read through label words is a classifier of ``classes`` classes: its config says so, as readers of
+    ``id2label`` expect (the text-classification pipeline names each class by it: a masked LM's default 2 labels
+    were ``KeyError: 2`` for a third class). The caller's names stay where they are one per class."""
+    if len(getattr(config, "id2label", None) or {}) != classes:
+        config.num_labels = classes
 
 
 def _cross_entropy(logits: torch.Tensor, labels: torch.Tensor, num_items_in_batch=None) -> torch.Tensor:

@@ -180,8 +180,10 @@ class SavingMixin:
         if model is None:
             model = _load_base(saved.get("base_model", {}), directory, base_kwargs)
         mine = fingerprint(model)
+        # a masked LM's num_labels is the label words' class count, set when the prompt is built (hf/model.py)
+        unchecked = {"name_or_path"} | ({"num_labels"} if prompt.get("label_words") else set())
         for key, value in saved.get("base_model", {}).items():
-            if key != "name_or_path" and mine.get(key) != value:
+            if key not in unchecked and mine.get(key) != value:
                 raise ValueError(f"'{directory}' was saved for another base model ({key} {value!r}, this model has "
                                  f"{mine.get(key)!r}): load it onto the model it was trained on")
         if tokenizer is None:

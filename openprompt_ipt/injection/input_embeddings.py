@@ -32,7 +32,10 @@ def check_positions(prompt: int, n: int, limit: int | None, kv: bool = False) ->
     naming the setting to change in either door, not a bare index error from the PLM's position table."""
     if limit is None or n + prompt <= limit:
         return
-    room = f"set max_seq_length <= {limit - prompt} (the tokenizer's max_length under 🤗 Transformers)"
+    # a 🤗 pipeline truncates at the tokenizer's model_max_length (token classification always does), which
+    # counts no prompt: name that knob too
+    room = (f"set max_seq_length <= {limit - prompt} (the tokenizer's max_length under 🤗 Transformers; in a "
+            f"pipeline, tokenizer.model_max_length = {limit - prompt})")
     if prompt == 0:
         raise ValueError(f"{n} input tokens exceed the model's {limit} positions: {room}")
     if kv:
