@@ -1,6 +1,7 @@
 """The 🤗 door beyond the Trainer habits (test_hf_trainer_habits.py): the mode a model is handed back in, bases in
 bf16, heads other than sequence classification, and from_pretrained's keyword arguments; tiny BERT and RoBERTa."""
 import copy
+import os
 
 import pytest
 import torch
@@ -341,3 +342,18 @@ def test_saving_nan_weights_warns_in_one_line_naming_them(bert, tmp_path):
     assert message.startswith(f"save_pretrained('{tmp_path / 'bad'}'): 1 tensor(s) hold NaN / inf ({name}): training "
                               "diverged") and "lower the learning rate" in message and "\n" not in message
     assert caught[0].filename == __file__  # points at the caller's line
+
+
+def test_save_pretrained_reads_or_refuses_every_keyword(bert, tmp_path):
+    """save_pretrained took any keyword and ignored it: push_to_hub=True uploaded nothing, variant= named no file,
+    is_main_process=False (another rank) still wrote."""
+    mlm, tok = bert
+    model = _wrap(classifier_from(mlm, initializer_range=0.2), "ipt-random", tmp_path, mlm, tok)
+    with pytest.raises(ValueError, match=r"^save_pretrained\(push_to_hub=True\): call model.push_to_hub\(repo_id\)"):
+        model.save_pretrained(str(tmp_path / "hub"), push_to_hub=True)
+    with pytest.raises(TypeError, match=r"^save_pretrained does not read \['variant'\]"):
+        model.save_pretrained(str(tmp_path / "variant"), variant="fp16")
+    model.save_pretrained(str(tmp_path / "rank1"), is_main_process=False)
+    assert not (tmp_path / "hub").exists() and not (tmp_path / "variant").exists() and not (tmp_path / "rank1").exists()
+    model.save_pretrained(str(tmp_path / "bin"), safe_serialization=False, max_shard_size="1GB")  # a pipeline's call
+    assert sorted(os.listdir(tmp_path / "bin")) == ["instance_prompt_config.json", "model.safetensors"]

@@ -135,10 +135,23 @@ class SavingMixin:
             return api.upload_folder(repo_id=getattr(repo, "repo_id", repo_id), folder_path=folder,
                                      commit_message=commit_message)
 
-    def save_pretrained(self, save_directory: str, **_ignored) -> None:
+    def save_pretrained(self, save_directory: str, safe_serialization: bool = True, is_main_process: bool = True,
+                        push_to_hub: bool = False, max_shard_size=None, **unread) -> None:
         """The folder ``Trainer.save_model`` writes: ``model.safetensors`` (only what trains, and the config as
-        ``CONFIG_KEY``), plus ``instance_prompt_config.json``, a readable copy of the config; both appear at once."""
+        ``CONFIG_KEY``), plus ``instance_prompt_config.json``, a readable copy of the config; both appear at once.
+        transformers' keywords that callers pass (a pipeline's save) hold as they are: the file is safetensors
+        either way and far below any shard size; ``is_main_process=False`` (another rank) writes nothing. Others
+        would be ignored, so they are refused."""
         from safetensors.torch import save_file
+
+        if push_to_hub:
+            raise ValueError("save_pretrained(push_to_hub=True): call model.push_to_hub(repo_id), which uploads what "
+                             "save_pretrained writes")
+        if unread:
+            raise TypeError(f"save_pretrained does not read {sorted(unread)}: it writes only what trains, as "
+                            "model.safetensors + instance_prompt_config.json; drop them")
+        if not is_main_process:
+            return
 
         state = {k: v.detach().contiguous().cpu() for k, v in self.state_dict().items()}
         warn_non_finite(state, save_directory)
