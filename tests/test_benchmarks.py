@@ -15,10 +15,15 @@ def _load(name):
     return module
 
 
+def _tiny_checkpoint(tmp_path):
+    """A tiny random BERT saved as a local checkpoint the benchmarks load as their backbone."""
+    model, _ = conftest._bert(str(tmp_path))
+    model.save_pretrained(str(tmp_path / "bert"))
+    return tmp_path / "bert"
+
+
 def test_efficiency_benchmark_smoke(tmp_path, capsys):
-    model, tok = conftest._bert(str(tmp_path))
-    ckpt = tmp_path / "bert"
-    model.save_pretrained(str(ckpt))
+    ckpt = _tiny_checkpoint(tmp_path)
     bench = _load("efficiency")
     methods = "Prompt Tuning,PT + Random IPT,P-tuning v2,M-IDPG-PHM (cached [CLS]),M-IDPG-PHM (hidden injection)"
     peft = importlib.util.find_spec("peft") is not None
@@ -70,9 +75,7 @@ def test_efficiency_benchmark_bf16_autocast_runs_every_kind_of_injection(tmp_pat
     from helpers import cpu_without_bf16_lstm
 
     cpu_without_bf16_lstm(monkeypatch)  # the same on every CPU: as if oneDNN had no bf16 LSTM (AVX2-only)
-    model, tok = conftest._bert(str(tmp_path))
-    ckpt = tmp_path / "bert"
-    model.save_pretrained(str(ckpt))
+    ckpt = _tiny_checkpoint(tmp_path)
     bench = _load("efficiency")
     seen = []
     real = bench.autocast
@@ -93,9 +96,7 @@ def test_efficiency_methods_train_their_whole_head_whatever_the_build_order(tmp_
     """Methods share one backbone; a method built after another froze it still trains its whole
     SoftVerbalizer head (a deep copy of the PLM's), and fine-tuning still trains the PLM."""
     import argparse
-    model, tok = conftest._bert(str(tmp_path))
-    ckpt = tmp_path / "bert"
-    model.save_pretrained(str(ckpt))
+    ckpt = _tiny_checkpoint(tmp_path)
     bench = _load("efficiency")
     names = ["Prompt Tuning", "PT + Random IPT", "Fine-tuning"]
     args = argparse.Namespace(backbone=str(ckpt), batch_size=2, seq_len=24, device="cpu", keep_mlm_head=False,
@@ -114,9 +115,7 @@ def test_efficiency_trains_vocab_tables_as_the_runner_does_unless_told_dense(tmp
     every row) with --tables dense. A benchmark that silently measured the dense path overstated IPT's cost."""
     import argparse
     from openprompt_ipt.training.row_sparse_adam import RowSparseAdam
-    model, tok = conftest._bert(str(tmp_path))
-    ckpt = tmp_path / "bert"
-    model.save_pretrained(str(ckpt))
+    ckpt = _tiny_checkpoint(tmp_path)
     bench = _load("efficiency")
     kinds = {}
     for tables in ("sparse", "dense"):
@@ -307,9 +306,7 @@ def test_peft_run_writes_study_metrics(tmp_path):
 
 
 def test_step_profile_counts_ops_and_splits_work_from_overhead(tmp_path):
-    model, tok = conftest._bert(str(tmp_path))
-    ckpt = tmp_path / "bert"
-    model.save_pretrained(str(ckpt))
+    ckpt = _tiny_checkpoint(tmp_path)
     bench = _load("step_profile")
     assert bench.is_work("aten::addmm") and bench.is_work("aten::_scaled_dot_product_flash_attention_for_cpu")
     assert not bench.is_work("aten::gelu") and not bench.is_work("aten::copy_")
@@ -545,9 +542,7 @@ def test_accuracy_table_headline_is_the_groups_score(tmp_path):
 def test_saved_for_backward_counts_what_the_late_prompt_stops(tmp_path):
     """--activations-only: LPT builds no graph below its layer, so autograd saves less for the backward than Prompt
     Tuning's (whose graph runs to the input); the counting is real (both rows > 0) and excludes parameters."""
-    model, tok = conftest._bert(str(tmp_path))
-    ckpt = tmp_path / "bert"
-    model.save_pretrained(str(ckpt))
+    ckpt = _tiny_checkpoint(tmp_path)
     bench = _load("efficiency")
     out = tmp_path / "act.md"
     rc = bench.main(["--backbone", str(ckpt), "--batch-size", "2", "--seq-len", "24", "--activations-only",
@@ -567,9 +562,7 @@ def test_saved_for_backward_counts_what_the_late_prompt_stops(tmp_path):
 def test_memory_only_measures_each_method_in_its_own_process(tmp_path):
     """--memory-only: each method is built and trained in a fresh process; the report holds what was in use before
     the first step and the measured peak, which cannot be below it, for every method asked for."""
-    model, tok = conftest._bert(str(tmp_path))
-    ckpt = tmp_path / "bert"
-    model.save_pretrained(str(ckpt))
+    ckpt = _tiny_checkpoint(tmp_path)
     bench = _load("efficiency")
     out = tmp_path / "mem.md"
     rc = bench.main(["--backbone", str(ckpt), "--batch-size", "2", "--seq-len", "24", "--memory-only", "--threads", "1",
@@ -586,9 +579,7 @@ def test_memory_only_measures_each_method_in_its_own_process(tmp_path):
 def test_memory_only_names_a_failed_method_and_writes_no_table_of_nans(tmp_path, capsys):
     """A method whose process fails is a "failed" row, not NaNs; when every one fails, nothing is written; and
     --device cuda where torch sees no GPU is one line, before any work."""
-    model, tok = conftest._bert(str(tmp_path))
-    ckpt = tmp_path / "bert"
-    model.save_pretrained(str(ckpt))
+    ckpt = _tiny_checkpoint(tmp_path)
     bench = _load("efficiency")
     common = ["--backbone", str(ckpt), "--batch-size", "2", "--seq-len", "24", "--memory-only", "--threads", "1",
               "--data-root", str(tmp_path / "no-data")]
@@ -757,9 +748,7 @@ def test_inference_speed_of_cached_idpg_pays_the_cls_pass_unseen_examples_pay(tm
     row's ex/s left out the [CLS] pass of the PLM that each unseen example needs. Every eval forward now runs it."""
     from openprompt_ipt.generators.sentence import PLMClsEncoder
 
-    model, tok = conftest._bert(str(tmp_path))
-    ckpt = tmp_path / "bert"
-    model.save_pretrained(str(ckpt))
+    ckpt = _tiny_checkpoint(tmp_path)
     bench = _load("efficiency")
     eval_passes = []
     real = PLMClsEncoder.forward
@@ -782,9 +771,7 @@ def test_efficiency_report_says_the_command_that_made_it(tmp_path):
     back gives the same arguments (method names hold spaces and brackets), and the JSON beside it carries it too."""
     import shlex
 
-    model, tok = conftest._bert(str(tmp_path))
-    ckpt = tmp_path / "bert"
-    model.save_pretrained(str(ckpt))
+    ckpt = _tiny_checkpoint(tmp_path)
     bench = _load("efficiency")
     out = tmp_path / "act.md"
     argv = ["--backbone", str(ckpt), "--batch-size", "2", "--seq-len", "24", "--activations-only",

@@ -69,17 +69,23 @@ def wrap(mlm, tok, **config):
                                          tokenizer=tok).eval()
 
 
-def positions_read(model, call):
-    """The position ids the model's position embeddings look up in the last pass of ``call()`` (B, n')."""
+def ids_read(model, call, table="position_embeddings"):
+    """The ids the model's embedding ``table`` looks up in the last pass of ``call()``: the pass with the prompt
+    (M-IDPG runs a prompt-free M(x) pass first)."""
     embeddings = model.get_base_model().base_model.embeddings if hasattr(model, "get_base_model") else model.base_model.embeddings
     seen = []
-    hook = embeddings.position_embeddings.register_forward_pre_hook(lambda module, args: seen.append(args[0].clone()))
+    hook = getattr(embeddings, table).register_forward_pre_hook(lambda module, args: seen.append(args[0].clone()))
     try:
         with torch.no_grad():
             call()
     finally:
         hook.remove()
-    return seen[-1]  # the last: the pass with the prompt (M-IDPG runs a prompt-free M(x) pass first)
+    return seen[-1]
+
+
+def positions_read(model, call):
+    """The position ids the model's position embeddings look up in the last pass of ``call()`` (B, n')."""
+    return ids_read(model, call)
 
 
 # method -> (config, where the text sits in the sequence the model numbers, how far its positions move)
@@ -189,15 +195,7 @@ def test_the_openprompt_door_trains_with_a_soft_verbalizer_on_the_familys_head(f
 
 def task_types_read(model, call):
     """The task type ids ERNIE's task-type embeddings look up in the last pass of ``call()``."""
-    embeddings = model.get_base_model().base_model.embeddings
-    seen = []
-    hook = embeddings.task_type_embeddings.register_forward_pre_hook(lambda module, args: seen.append(args[0].clone()))
-    try:
-        with torch.no_grad():
-            call()
-    finally:
-        hook.remove()
-    return seen[-1]
+    return ids_read(model, call, "task_type_embeddings")
 
 
 @pytest.mark.parametrize("case", ["input", "s_idpg", "kv-shift", "lpt"])
