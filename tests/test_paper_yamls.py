@@ -164,6 +164,8 @@ def test_ipt_rows_use_the_authors_released_config():
             assert t["batch_size"] == 32 and t["gradient_accumulation_steps"] == 2 and t["max_grad_norm"] == 1.0
             assert plm["max_seq_length"] == 384 and t["weight_decay"] == 0.0
             assert t["warmup_steps"] == 0 and 0 < t["warmup_ratio"] < 0.5  # a fraction, never the whole run
+            # OpenPrompt's runner keeps the epoch of its first metric, micro-f1 (= accuracy): MultiRC too
+            assert t["metric"] == "accuracy", (folder, name)
             if name.endswith("finetune"):
                 assert plm["freeze"] is False and t["lr_plm"] == 1e-5
                 continue
