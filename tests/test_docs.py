@@ -88,6 +88,16 @@ def test_docs_top_level_has_a_few_guides_and_an_index():
     assert os.path.getsize(os.path.join(ROOT, "docs", "results", "README.md")) <= 25 * 1024
 
 
+def test_readme_and_the_transformers_page_name_every_registered_method():
+    from openprompt_ipt.hf.config import METHODS
+    readme = open(README, encoding="utf-8").read()
+    listed = re.search(r"^Methods: (.*?)\.$", readme, re.M | re.S).group(1)
+    table = open(os.path.join(ROOT, "docs", "transformers.md"), encoding="utf-8").read()
+    for name in METHODS:
+        assert f"`{name}`" in listed, f"README's method list lacks {name}"
+        assert f"\n| `{name}` |" in table, f"docs/transformers.md's methods table lacks {name}"
+
+
 def test_readme_fits_on_a_screen():
     assert os.path.getsize(README) <= 12 * 1024
 
