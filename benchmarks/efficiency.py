@@ -6,7 +6,7 @@
 Every method trains on the same fixed batch (real CB text, truncated to exactly --seq-len tokens)
 with the same number of prompt positions (t = 20; IPT: 4 task + 16 instance). Methods are
 interleaved round by round so machine noise hits all of them alike; the step time is the median
-over all rounds. Peak memory: each method in a fresh subprocess (CPU: peak RSS; GPU: max
+over all rounds. Methods share one backbone, each measured with only its own injection hooks on it (``Runs.alone``). Peak memory: each method in a fresh subprocess (CPU: peak RSS; GPU: max
 allocated); ``--memory-only`` runs just those processes (no timing), cheap enough for a realistic batch of
 the roberta-large shape on CPU. Vocabulary tables (the IPT rows) train as our runner trains them, with sparse row gradients and
 ``RowSparseAdam`` (``use_sparse_rows``); ``--tables dense`` keeps the constructors' dense default, which a
@@ -25,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import contextmanager
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -266,15 +267,58 @@ def setup(args):
     return model, tokenizer, wrapper_class, skip_mlm_head
 
 
+HOOK_TABLES = ("_forward_pre_hooks", "_forward_pre_hooks_with_kwargs", "_forward_hooks", "_forward_hooks_with_kwargs",
+               "_forward_hooks_always_called", "_backward_pre_hooks", "_backward_hooks")
+
+
+def hook_entries(model) -> set:
+    """Every hook on ``model``'s modules, as (module, table name, hook id)."""
+    return {(m, t, k) for m in model.modules() for t in HOOK_TABLES for k in getattr(m, t, {})}
+
+
+@contextmanager
+def hooks_set_aside(entries):
+    """The hooks ``entries`` off their modules for the block; put back after, in their order."""
+    tables = {}
+    for m, t, k in entries:
+        table = getattr(m, t)
+        tables.setdefault(id(table), (table, dict(table)))
+        table.pop(k, None)
+    try:
+        yield
+    finally:
+        for table, before in tables.values():
+            added = {k: v for k, v in table.items() if k not in before}
+            table.clear()
+            table.update(before)
+            table.update(added)
+
+
+class Runs(dict):
+    """name -> (method model, batch, optimizers). The methods share one backbone, and the injecting ones leave their
+    hooks on it: ``alone(name)`` sets the other methods' hooks aside, so a method is timed (and counted) with only
+    its own, as when it runs by itself (idle hooks of every method built before it were timed with it)."""
+
+    def __init__(self):
+        super().__init__()
+        self.hooks = {}  # name -> the hooks it put on the shared backbone
+
+    def alone(self, name):
+        return hooks_set_aside(set().union(*(h for n, h in self.hooks.items() if n != name)))
+
+
 def prepare(args, names):
-    """Build every method on one backbone (heads copied before the vocab head is skipped)."""
+    """Build every method on one backbone (heads copied before the vocab head is skipped), each on the backbone
+    without the hooks of those built before it (a copy of it carried them too)."""
     from openprompt_ipt.generators import use_sparse_rows
     device = torch.device(args.device)
     model, tokenizer, wrapper_class, skip_mlm_head = setup(args)
     examples = long_examples(args.data_root, args.batch_size)
-    built = {}
+    built, runs = {}, Runs()
     for name in names:
-        m, kind = build(name, model, tokenizer)
+        with hooks_set_aside(hook_entries(model)):
+            m, kind = build(name, model, tokenizer)
+            runs.hooks[name] = hook_entries(model)
         if getattr(args, "tables", "sparse") == "sparse" and hasattr(m, "template"):
             use_sparse_rows(m.template)  # what our runner trains with (runner/build.py)
         built[name] = m
@@ -284,7 +328,6 @@ def prepare(args, names):
             plm = getattr(getattr(m, "prompt_model", m), "plm", None)  # a peer's plm is a view: its module
             if plm is not None and plm is not model:  # the fine-tuning and peer copies
                 skip_mlm_head(plm)
-    runs = {}
     for name, m in built.items():
         m.to(device).train()
         batch = {k: v.to(device) if torch.is_tensor(v) else v
@@ -489,7 +532,10 @@ def main(argv=None) -> int:
         return memory_report(args, names)
     torch.manual_seed(0)
     runs, model, device = prepare(args, names)
-    saved = {n: saved_for_backward_mb(*runs[n], args) for n in names}
+    saved = {}
+    for n in names:
+        with runs.alone(n):
+            saved[n] = saved_for_backward_mb(*runs[n], args)
     if args.activations_only:
         return activations_report(args, names, runs, saved, device)
     times = {n: [] for n in names}
@@ -501,16 +547,20 @@ def main(argv=None) -> int:
         for name in (names if r % 2 == 0 else names[::-1]):
             m, batch, opts = runs[name]
             step = step_fn(m, opts, batch, batch["label"], args)
-            step()  # warm-up (and, for cached [CLS], the one PLM pass that fills the cache)
-            for _ in range(args.steps):
-                sync(device)
-                t0 = time.perf_counter()
-                step()
-                sync(device)
-                times[name].append(time.perf_counter() - t0)
+            with runs.alone(name):
+                step()  # warm-up (and, for cached [CLS], the one PLM pass that fills the cache)
+                for _ in range(args.steps):
+                    sync(device)
+                    t0 = time.perf_counter()
+                    step()
+                    sync(device)
+                    times[name].append(time.perf_counter() - t0)
     load.append(os.getloadavg()[0])
-    infer = {n: inference_rate(runs[n][0], runs[n][1], args, device) for n in names}
-    flops = {n: count_flops(*runs[n]) for n in names}
+    infer, flops = {}, {}
+    for n in names:
+        with runs.alone(n):
+            infer[n] = inference_rate(runs[n][0], runs[n][1], args, device)
+            flops[n] = count_flops(*runs[n])
     memory = {n: (float("nan") if args.no_memory else measure_memory(args, n)) for n in names}
     med = {n: statistics.median(v) for n, v in times.items()}
     base = med.get("Prompt Tuning")

@@ -891,3 +891,48 @@ def test_the_gpu_scripts_efficiency_commands_parse_and_name_known_methods(tmp_pa
             continue
         raise AssertionError(f"efficiency.py {argv} stopped before naming its methods")
     assert len(named) == len(commands) and all(named)
+
+
+def _hooks(module):
+    tables = ("_forward_pre_hooks", "_forward_hooks", "_backward_pre_hooks", "_backward_hooks")
+    return sum(len(getattr(m, t)) for m in module.modules() for t in tables)
+
+
+def test_each_timed_method_runs_with_only_its_own_hooks_on_the_shared_backbone(tmp_path, monkeypatch):
+    """Methods share one backbone and the injecting ones leave hooks on it: every method was timed with the idle
+    hooks of all the others (and fine-tuning's copy of the backbone carried those built before it)."""
+    import argparse
+    ckpt = _tiny_checkpoint(tmp_path)
+    bench = _load("efficiency")
+    names = ["P-tuning v2", "Prefix + Random IPT", "M-IDPG-PHM (hidden injection)", "Fine-tuning", "PT + Random IPT"]
+    args = argparse.Namespace(backbone=str(ckpt), batch_size=2, seq_len=24, device="cpu", keep_mlm_head=False,
+                              data_root=str(tmp_path / "no-data"))
+    by_itself = {}
+    for name in names:  # each built alone on a backbone of its own, after a step (transformers adds hooks of its own)
+        runs, _, _ = bench.prepare(args, [name])
+        m, batch, opts = runs[name]
+        bench.step_fn(m, opts, batch, batch["label"])()
+        by_itself[name] = _hooks(m)
+    assert by_itself["P-tuning v2"] > by_itself["PT + Random IPT"]
+    timed = {}
+    real = bench.step_fn
+
+    def counting(model, *a, **k):
+        step = real(model, *a, **k)
+
+        def counted():
+            timed.setdefault(next(n for n, m in runs_of.items() if m is model), set()).add(_hooks(model))
+            step()
+        return counted
+    runs_of = {}
+    real_prepare = bench.prepare
+
+    def prepare(*a, **k):
+        out = real_prepare(*a, **k)
+        runs_of.update({n: r[0] for n, r in out[0].items()})
+        return out
+    monkeypatch.setattr(bench, "step_fn", counting)
+    monkeypatch.setattr(bench, "prepare", prepare)
+    assert bench.main(["--backbone", str(ckpt), "--batch-size", "2", "--seq-len", "24", "--rounds", "2", "--steps", "1",
+                       "--no-memory", "--methods", ",".join(names), "--data-root", str(tmp_path / "no-data")]) == 0
+    assert timed == {n: {by_itself[n]} for n in names}

@@ -8,7 +8,7 @@ import torch
 
 from test_hf_trainer import _one_line, classifier_from, config_for, dataset, trainer_for
 from test_hf_trainer_habits import _batch, _trained, _wrap
-from openprompt_ipt.hf import InstancePromptModel
+from openprompt_ipt.hf import InstancePromptModel, get_instance_prompt_model
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -124,6 +124,26 @@ def test_a_base_on_the_meta_device_is_one_line(bert, case, tmp_path):
     with pytest.raises(ValueError, match="weights are on the meta device .* load the weights first") as e:
         _wrap(base, case, tmp_path, mlm, tok)
     _one_line(e)
+
+
+@pytest.mark.parametrize("case", ["ipt-random", "p_tuning_v2-kv", "lpt-npg"])
+def test_a_loaded_base_wrapped_under_init_empty_weights_is_one_line(bert, case, tmp_path):
+    """The base has its weights, but the wrap ran inside ``init_empty_weights()``: the prompt came out on the meta
+    device, and the first forward raised torch's "Tensor on device cpu is not on the expected device meta!"."""
+    from accelerate import init_empty_weights
+
+    mlm, tok = bert
+    base = classifier_from(mlm)
+    hooks = sum(len(m._forward_pre_hooks) + len(m._forward_hooks) for m in base.modules())
+    with init_empty_weights(), pytest.raises(ValueError, match=r"the prompt was made on the meta device \(.*\): "
+                                             r"accelerate's init_empty_weights\(\) was on .* wrap the loaded base "
+                                             "outside init_empty_weights") as e:
+        get_instance_prompt_model(base, config_for(case, tmp_path, mlm), tokenizer=tok)
+    _one_line(e)
+    assert sum(len(m._forward_pre_hooks) + len(m._forward_hooks) for m in base.modules()) == hooks  # left as it was
+    assert all(p.requires_grad for p in base.parameters())
+    model = get_instance_prompt_model(base, config_for(case, tmp_path, mlm), tokenizer=tok)  # outside: it trains
+    model(**_batch(tok), labels=torch.tensor([0, 1, 0, 1, 0, 1])).loss.backward()
 
 
 def _head(mlm, auto_class, num_labels=3):

@@ -92,3 +92,40 @@ def test_an_unknown_name_is_an_attribute_error():
     with pytest.raises(AttributeError, match="has no attribute 'NoSuchTemplate'"):
         openprompt_ipt.NoSuchTemplate  # noqa: B018
     assert openprompt_ipt.GeneratedPrefixTemplate.__name__ == "GeneratedPrefixTemplate"
+
+
+# stops the command at its first line on stdout, printing that line and the heavy packages imported by then
+FIRST_LINE = """
+import json, os, runpy, sys
+
+
+class FirstLine:
+    def write(self, text):
+        if text.strip():
+            loaded = sorted(m for m in {heavy!r} if m in sys.modules)
+            sys.__stdout__.write(json.dumps({{"line": text.strip(), "loaded": loaded}}) + "\\n")
+            sys.__stdout__.flush()
+            os._exit(0)
+        return len(text)
+
+    def flush(self):
+        pass
+
+
+sys.argv = {argv!r}
+sys.stdout = FirstLine()
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
+def test_a_valid_config_says_what_it_runs_before_the_heavy_imports(tmp_path):
+    """A valid config was 5-7 s of silence before its data line: checking it imports OpenPrompt and torch (its
+    template's arguments, the optimizer settings), and the run more."""
+    config = os.path.join(ROOT, "yamls", "cb_random_ipt.yaml")
+    argv = [os.path.join(ROOT, "experiments", "run.py"), "--config", config, "--seeds", "1,2",
+            "--output-dir", str(tmp_path / "runs")]
+    out = run_python(FIRST_LINE.format(heavy=HEAVY, argv=argv), str(tmp_path))
+    first = json.loads(out.stdout.strip().splitlines()[-1])
+    assert first["loaded"] == []
+    assert first["line"] == "run: cb_random_ipt (seeds 1, 2): checking the config, then loading torch, transformers and OpenPrompt"
+    assert not (tmp_path / "runs").exists()

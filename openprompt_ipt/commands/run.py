@@ -115,6 +115,14 @@ def build_parser(description=__doc__.split("\n")[0], prog=None) -> argparse.Argu
     return p
 
 
+def start_line(config: str, seeds) -> str:
+    """The command's first line, before the config check and the run load torch, transformers and OpenPrompt
+    (5-7 s of silence before): which config, and which seeds when given."""
+    name = os.path.splitext(os.path.basename(config))[0]
+    which = "" if not seeds else f" (seed {seeds[0]})" if len(seeds) == 1 else f" (seeds {', '.join(map(str, seeds))})"
+    return f"run: {name}{which}: checking the config, then loading torch, transformers and OpenPrompt"
+
+
 def _main(argv=None, parser=None, run_for=None) -> int:
     parser = parser or build_parser()
     args = parser.parse_args(argv)
@@ -129,6 +137,8 @@ def _main(argv=None, parser=None, run_for=None) -> int:
         if path != args.config:
             print(f"config: {path} (found for --config {args.config})")
         args.config = path
+        if int(os.environ.get("RANK", "0")) == 0:  # at once: checking the config loads torch and OpenPrompt (seconds)
+            print(start_line(path, args.seeds), flush=True)
         notes, unused = [], []
         cfg = load_config(args.config, args.overrides, notes, unused)
         for note in notes:

@@ -19,6 +19,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 from openprompt.data_utils import InputExample
 
 from ..serialization import file_sha256
+from .row_cache import read_once
 from .rows import refuse_rows, report_skipped, row_problems
 
 SPLITS = ("train", "validation", "test")
@@ -257,8 +258,10 @@ class Task:
             where = os.path.join(path, spec.name)
             if not os.path.isfile(where):
                 raise FileNotFoundError(f"{self.name} split '{split}' not found at {where}: {FIX}")
-            read_bad = []  # your own files: rows that do not fit (a missing column, a field count) are listed with the rest
-            rows = spec.read(path, read_bad) if getattr(spec, "collects_bad", False) else spec.read(path)
+            # your own files: rows that do not fit (a missing column, a field count) are listed with the rest; read once
+            # per process, for every seed and sweep point of a group (data/row_cache.py)
+            rows, read_bad = read_once(spec, path, lambda bad: spec.read(path, bad) if getattr(spec, "collects_bad", False)
+                                       else spec.read(path))
             offset = spec.label_offset
         examples, skipped, bad, unlabelled = [], [], [], 0
         (skipped if self.skip_bad_rows else bad).extend(read_bad)

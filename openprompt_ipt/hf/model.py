@@ -68,6 +68,7 @@ class InstancePromptModel(SavingMixin, GradientCheckpointingMixin, PeftHabitsMix
         self.injector = None
         try:
             self._build_prompt(model, config, tokenizer, head, label_word_ids)
+            self._refuse_empty_prompt(head)
         except BaseException:  # a refused setting leaves the caller's base as it was: trainable, without our hooks
             for p, flag in flags:
                 p.requires_grad_(flag)
@@ -110,6 +111,17 @@ class InstancePromptModel(SavingMixin, GradientCheckpointingMixin, PeftHabitsMix
         # the base's mode for the prompt too (from_pretrained gives eval): a new nn.Module starts in training mode,
         # and a generator's dropout would then draw other logits at every call of an eval-mode model
         self.train(model.training)
+
+    def _refuse_empty_prompt(self, head) -> None:
+        """Wrapped inside accelerate's ``init_empty_weights()``, a loaded base got a prompt on the meta device: no
+        values, and none to come (from_pretrained loads into real tensors only; the prompt starts from the base's
+        embeddings), so the first forward failed with torch's "Tensor on device cpu is not on the expected device
+        meta!"."""
+        empty = [n for n, p in self.named_parameters() if p.is_meta and not n.startswith("base_model.")]
+        if empty:
+            raise ValueError(f"the prompt was made on the meta device ({empty[0]}): accelerate's init_empty_weights() "
+                             f"was on while {head} was wrapped, and a prompt starts from the base's embeddings: wrap "
+                             "the loaded base outside init_empty_weights")
 
     @staticmethod
     def _label_word_ids(model, tokenizer, label_words):
