@@ -596,3 +596,26 @@ def test_a_nan_loss_is_one_line_and_exit_2_from_the_command_line(tmp_path, capsy
     assert run_pretraining_cli(["--config", str(cfg)], "doc", "c", "k=v", "o", diverges) == 2
     assert capsys.readouterr().err.strip() == ("error: pretraining loss became nan at epoch 2, batch 1: stopped, "
                                                "nothing exported: ...")
+
+
+def test_building_the_corpus_and_embedding_leave_the_callers_progress_bars_as_they_were(bert, data_dir, hf_cache,
+                                                                                         tmp_path):
+    """A notebook that calls the pretraining keeps its own bar settings: 🤗 datasets' bars were switched off for good
+    (its later ``.map()`` showed none) and transformers' switched back on even where the caller had them off."""
+    from datasets.utils import logging as ds_logging
+    from transformers.utils import logging as hf_logging
+
+    from openprompt_ipt.pretraining.pipeline import initial_embedding
+
+    model, tok = bert
+    model.save_pretrained(str(tmp_path / "plm"))
+    ds_logging.enable_progress_bar()
+    hf_logging.disable_progress_bar()
+    try:
+        build_corpus(parse_mapping(mapping_dict()), tok, data_dir, seed=1, max_length=16, min_tokens=2,
+                     max_per_category=12, cache_dir=hf_cache, log=lambda line: None)
+        weight, _ = initial_embedding("plm", str(tmp_path / "plm"), None, len(tok))
+        assert weight.shape[0] == len(tok)
+        assert ds_logging.is_progress_bar_enabled() and not hf_logging.is_progress_bar_enabled()
+    finally:
+        hf_logging.enable_progress_bar()
