@@ -27,6 +27,9 @@ _LAZY = {
     "load_backbone": ".runner.backbones",  # a backbone by the names the YAMLs accept, as load_plm returns
     "backbone_path": ".runner.backbones",  # the folder a backbone name resolves to (the offline MiniLM's, a local dir)
     "optimizer_groups": ".openprompt.param_groups",  # template + verbalizer + PLM groups for a stock optimizer
+    # warning categories of the OpenPrompt door, for warnings.filterwarnings(..., category=...)
+    "TemplateNotTrainedWarning": ".openprompt.templates.persistence",
+    "MissingContentFlagWarning": ".injection.batch",
     # the 🤗 Transformers door (docs/transformers.md)
     "InstancePromptConfig": ".hf",
     "InstancePromptModel": ".hf",
@@ -34,7 +37,8 @@ _LAZY = {
 }
 
 __all__ = ["GeneratedPrefixTemplate", "InstanceWiseTemplate", "load_backbone", "optimizer_groups", "backbone_path",
-           "InstancePromptConfig", "InstancePromptModel", "get_instance_prompt_model", "__version__"]
+           "InstancePromptConfig", "InstancePromptModel", "get_instance_prompt_model", "TemplateNotTrainedWarning",
+           "MissingContentFlagWarning", "__version__"]
 
 
 def __getattr__(name):

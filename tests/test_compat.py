@@ -4,6 +4,7 @@ import os
 import subprocess
 import sys
 
+import pytest
 import transformers
 
 import openprompt_ipt  # noqa: F401
@@ -16,7 +17,7 @@ def test_openprompt_imports_and_removed_names_resolve():
 
     assert openprompt.PromptForClassification is not None
     assert importlib.import_module("transformers.generation_utils").GenerationMixin.__name__ == "GenerationMixin"
-    from transformers import AdamW  # removed in 4.50; shimmed to torch's AdamW there
+    from transformers import AdamW  # removed in 4.50; shimmed to transformers 4's AdamW there
 
     assert AdamW is not None
     assert TEMPLATE_CLASS["instance_wise"].__name__ == "InstanceWiseTemplate"
@@ -26,6 +27,48 @@ def test_apply_is_idempotent():
     compat.apply()
     compat.apply()
     from transformers import AdamW  # noqa: F401
+
+
+def test_openprompts_trainer_builds_transformers_4s_adamw():
+    """OpenPrompt's ClassificationRunner builds its template and verbalizer optimizers as ``AdamW(params, lr=...)``:
+    transformers 4's defaults (no weight decay, eps 1e-6). torch's AdamW (the old shim) decayed by 0.01 every step,
+    so a weight without gradient shrank and a run on 5.x trained otherwise than on 4.39, silently."""
+    import torch
+    from openprompt import trainer
+
+    kept, moved = torch.nn.Parameter(torch.ones(3)), torch.nn.Parameter(torch.ones(3))
+    optimizer = trainer.AdamW([kept, moved], lr=0.1)  # as configure_optimizers builds the verbalizer's
+    assert (optimizer.defaults["weight_decay"], optimizer.defaults["eps"]) == (0.0, 1e-6)
+    for _ in range(3):
+        kept.grad, moved.grad = torch.zeros(3), torch.tensor([0.5, -0.2, 1e-7])
+        optimizer.step()
+    assert torch.equal(kept.detach(), torch.ones(3))
+    assert moved[0] < 1 < moved[1]
+
+
+@pytest.mark.skipif(not hasattr(importlib.import_module("transformers.optimization"), "AdamW"), reason="transformers >= 4.50 has no AdamW of its own to compare with")
+@pytest.mark.parametrize("kwargs", [dict(lr=0.1), dict(lr=0.03, eps=1e-8), dict(lr=0.01, weight_decay=0.1),
+                                    dict(lr=0.01, correct_bias=False, betas=(0.8, 0.99))])
+def test_the_adamw_shim_steps_as_transformers_4s_own(kwargs):
+    """Where transformers still ships AdamW (the 4.39 CI line), the shim's steps are bit for bit its steps."""
+    import warnings
+
+    import torch
+    from transformers.optimization import AdamW
+
+    torch.manual_seed(0)
+    theirs = torch.nn.Parameter(torch.randn(4, 3))
+    ours = torch.nn.Parameter(theirs.detach().clone())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)  # its deprecation notice
+        reference = AdamW([theirs], **kwargs)
+    shim = compat.Transformers4AdamW([ours], **kwargs)
+    for i in range(5):
+        grad = torch.randn(4, 3) * 10.0 ** -i  # down to gradients below eps
+        theirs.grad, ours.grad = grad.clone(), grad.clone()
+        reference.step()
+        shim.step()
+    assert torch.equal(theirs, ours)
 
 
 def test_special_tokens_rebuilt_for_bert_and_roberta(plm):

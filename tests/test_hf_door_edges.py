@@ -306,7 +306,7 @@ def test_a_text_b_position_on_one_text_batches_is_said(bert, position):
     from test_hf_trainer import classifier_from
 
     from openprompt_ipt.hf import InstancePromptConfig, get_instance_prompt_model
-    from openprompt_ipt.prompting.layered_prompt import NoSecondTextWarning
+    from openprompt_ipt.hf import NoSecondTextWarning  # the public name
 
     mlm, tok = bert
     model = get_instance_prompt_model(classifier_from(mlm), InstancePromptConfig(

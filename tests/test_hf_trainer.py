@@ -9,7 +9,8 @@ import torch
 
 from conftest import WORDS
 from helpers import TEXT, clone, examples, loader_for, run_process_group
-from openprompt_ipt.hf import InstancePromptConfig, InstancePromptModel, get_instance_prompt_model, instance_tokens
+from openprompt_ipt.hf import (METHODS, InstancePromptConfig, InstancePromptModel, MethodSpec, get_instance_prompt_model,
+                               instance_tokens, register_method)
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -401,3 +402,16 @@ def test_a_damaged_saved_config_is_one_line_naming_it(bert, tmp_path):
     with pytest.raises(ValueError, match=r"instance_prompt_config.json' is damaged or truncated") as e:
         InstancePromptModel.from_pretrained(classifier_from(mlm), str(tmp_path), tokenizer=tok)
     assert "\n" not in str(e.value) and "save_pretrained" in str(e.value)
+
+
+def test_register_method_replaces_your_preset_but_refuses_a_built_in_one(monkeypatch):
+    """A notebook cell run again (or edited) re-registers its preset; a built-in name keeps its meaning, since every
+    config and saved model naming it would otherwise build the preset without a word."""
+    monkeypatch.setitem(METHODS, "my_ipt", METHODS["ipt"])  # both as they were after the test, whatever happens
+    monkeypatch.setitem(METHODS, "ipt", METHODS["ipt"])
+    register_method("my_ipt", MethodSpec("input", uses_strategy=True, description="v2"))
+    assert METHODS["my_ipt"].description == "v2"
+    register_method("ipt", METHODS["ipt"])  # the same spec again: nothing changes
+    with pytest.raises(ValueError, match="'ipt' is a built-in method"):
+        register_method("ipt", MethodSpec("input", description="mine"))
+    assert METHODS["ipt"].uses_strategy and InstancePromptConfig("ipt").method == "ipt"

@@ -21,7 +21,7 @@ PROMPT = {"generators", "injection", "prompting"}
 HOST = {"openprompt", "hf"}
 RUN = {"data", "training", "runner", "pretraining", "analysis", "commands", "__main__",
        "openprompt.cli"}  # OpenPrompt's own command line lives with its door but runs experiments
-LEAVES = {"serialization", "shapes", "config_files"}
+LEAVES = {"serialization", "shapes", "config_files", "progress"}
 MAY_IMPORT = {"prompt": ("prompt", "leaf"), "host": ("prompt", "host", "leaf"), "run": ("prompt", "host", "run", "leaf"),
               "leaf": ("leaf",)}
 

@@ -287,7 +287,7 @@ def test_head_and_tail_truncation_cut_our_templates_as_openprompts_own(bert, met
 def test_a_batch_without_the_flag_warns(bert):
     """A hand-built batch without the content flag used to fall back to the attention mask silently."""
     from openprompt_ipt import InstanceWiseTemplate
-    from openprompt_ipt.injection.batch import MissingContentFlagWarning
+    from openprompt_ipt import MissingContentFlagWarning  # the public name
 
     model, tok = bert
     template = InstanceWiseTemplate(model, tok, text=TEXT, strategy="random", prompt_length=2)
@@ -370,7 +370,7 @@ def test_tutorial_1_2_optimizers_leave_the_template_untrained_and_say_so(backbon
     from openprompt.prompts import SoftVerbalizer
 
     from openprompt_ipt import optimizer_groups
-    from openprompt_ipt.openprompt.templates.persistence import TemplateNotTrainedWarning
+    from openprompt_ipt import TemplateNotTrainedWarning  # the public name
 
     def run(extra_groups):
         prompt_model, template, loader = tutorial_model(backbones, variant, SoftVerbalizer)
@@ -429,7 +429,7 @@ def test_template_that_never_updates_warns_after_many_training_passes(bert):
     import warnings
 
     from openprompt_ipt.openprompt.templates import persistence
-    from openprompt_ipt.openprompt.templates.persistence import TemplateNotTrainedWarning
+    from openprompt_ipt import TemplateNotTrainedWarning  # the public name
     from helpers import batch_for, build, clone
 
     model, tok = bert

@@ -3,6 +3,8 @@ import importlib.util
 import json
 import os
 import random
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -596,3 +598,45 @@ def test_a_nan_loss_is_one_line_and_exit_2_from_the_command_line(tmp_path, capsy
     assert run_pretraining_cli(["--config", str(cfg)], "doc", "c", "k=v", "o", diverges) == 2
     assert capsys.readouterr().err.strip() == ("error: pretraining loss became nan at epoch 2, batch 1: stopped, "
                                                "nothing exported: ...")
+
+
+def test_building_the_corpus_and_embedding_leave_the_callers_progress_bars_as_they_were(bert, data_dir, hf_cache,
+                                                                                         tmp_path):
+    """A notebook that calls the pretraining keeps its own bar settings: 🤗 datasets' bars were switched off for good
+    (its later ``.map()`` showed none) and transformers' switched back on even where the caller had them off."""
+    from datasets.utils import logging as ds_logging
+    from transformers.utils import logging as hf_logging
+
+    from openprompt_ipt.pretraining.pipeline import initial_embedding
+
+    model, tok = bert
+    model.save_pretrained(str(tmp_path / "plm"))
+    ds_logging.enable_progress_bar()
+    hf_logging.disable_progress_bar()
+    try:
+        build_corpus(parse_mapping(mapping_dict()), tok, data_dir, seed=1, max_length=16, min_tokens=2,
+                     max_per_category=12, cache_dir=hf_cache, log=lambda line: None)
+        weight, _ = initial_embedding("plm", str(tmp_path / "plm"), None, len(tok))
+        assert weight.shape[0] == len(tok)
+        assert ds_logging.is_progress_bar_enabled() and not hf_logging.is_progress_bar_enabled()
+    finally:
+        hf_logging.enable_progress_bar()
+
+
+def test_tqdm_disable_in_the_environment_switches_our_bars_off(capsys):
+    """``TQDM_DISABLE=1`` switches every tqdm bar off (CI logs, a notebook that wants none); ours passed
+    ``disable=False`` when showing, which overrides it, so they drew anyway. The same call without it draws."""
+    code = ("from openprompt_ipt.pretraining import (CategoryClassifier, ClassifierConfig, Corpus, Example, PretrainConfig,\n"
+            "                                        train_classifier)\n"
+            "split = [Example([10 + c, 11 + c], c, '', 'toy') for c in (0, 1, 2) * 3]\n"
+            "model = CategoryClassifier(ClassifierConfig(encoder='mlp', vocab_size=50, dim=8, hidden=8, num_classes=3))\n"
+            "train_classifier(model, Corpus(['a', 'b', 'c'], split, split, split, {}),\n"
+            "                 PretrainConfig(epochs=1, batch_size=4, show_progress=True), log=lambda *_: None)\n")
+    if any(k.startswith("TQDM_") for k in os.environ):
+        pytest.skip("this process's tqdm already read TQDM_* settings")
+    exec(code, {})  # here, where tqdm read no TQDM_DISABLE: the bar is drawn
+    assert "epoch 1/1" in capsys.readouterr().err
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("TQDM_")}, "TQDM_DISABLE": "1"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)  # tqdm reads it on import
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "epoch 1/1" not in out.stderr

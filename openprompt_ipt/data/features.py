@@ -15,8 +15,8 @@ from typing import Dict, List, Optional, Sequence
 
 import torch
 from torch.utils.data import DataLoader, Sampler
-from tqdm.auto import tqdm
 
+from ..progress import bar as progress_bar
 from ..prompting.examples import text_fields_filled
 
 SEQUENCE_KEYS = ("input_ids", "attention_mask", "token_type_ids", "loss_ids", "soft_token_ids")
@@ -72,7 +72,7 @@ def encode_examples(examples: Sequence, template, tokenizer_wrapper, desc: str =
     store = _SHARED.get()
     signature = _wrapper_signature(tokenizer_wrapper, keys) if store is not None else ""
     features = []
-    for ex in tqdm(examples, desc=desc, leave=False, disable=not show_progress or len(examples) < 500):
+    for ex in progress_bar(examples, show_progress and len(examples) >= 500, desc=desc, leave=False):
         wrapped = template.wrap_one_example(text_fields_filled(ex))
         feat = _encoded(wrapped, tokenizer_wrapper, keys, store, signature)
         if isinstance(ex.label, float):  # a regression score (data/tasks.py: Task.regression)

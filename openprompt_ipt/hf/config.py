@@ -37,8 +37,16 @@ class MethodSpec:
 METHODS: Dict[str, MethodSpec] = {}
 
 
+BUILT_IN: set = set()  # the methods registered below: configs and saved models name them, so they keep their meaning
+
+
 def register_method(name: str, spec: MethodSpec) -> None:
-    """Add a method by name (e.g. a preset of another generator's options)."""
+    """Add a method by name (e.g. a preset of another generator's options). Registering a name again replaces your
+    own preset (a notebook cell run again); replacing a built-in one is refused, since every config and saved model
+    naming it would then build the preset, silently."""
+    if name in BUILT_IN and METHODS[name] != spec:
+        raise ValueError(f"register_method('{name}', ...): '{name}' is a built-in method (configs and saved models name "
+                         "it); register the preset under a name of its own")
     METHODS[name] = spec
 
 
@@ -67,6 +75,7 @@ register_method("lpt", MethodSpec("layered", generator="lpt", injection="late", 
 register_method("late_ipt", MethodSpec("layered", generator="ipt_{strategy}", injection="late", injections=("late",),
                                        uses_strategy=True,
                                        description="IPT's task prompt + G(x), placed after layer l instead of the input"))
+BUILT_IN.update(METHODS)
 
 
 @dataclass

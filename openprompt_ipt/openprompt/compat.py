@@ -2,7 +2,9 @@
 
 OpenPrompt was written against transformers 4.x. What it uses that is gone or renamed:
   * ``transformers.generation_utils`` (removed in 4.40) -> alias to ``transformers.generation``;
-  * ``transformers.AdamW`` (removed in 4.50)            -> ``torch.optim.AdamW``;
+  * ``transformers.AdamW`` (removed in 4.50)            -> ``Transformers4AdamW`` (its algorithm and defaults:
+    torch's AdamW decays by 0.01 and adds eps 1e-8, so OpenPrompt's trainer silently decayed the template's and
+    verbalizer's weights, which it builds with the defaults);
   * on 5.x, tokenizers lost ``build_inputs_with_special_tokens`` and the non-formatted form of
     ``get_special_tokens_mask`` (OpenPrompt's tokenizer wrappers call both) -> rebuilt from what
     the tokenizer itself adds around a probe text;
@@ -24,9 +26,12 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import math
 import sys
 import types
 from typing import List, Optional
+
+import torch
 
 from ..generators.sentence import special_token_frame  # the probe lives with its other user, the prompt layer
 
@@ -56,8 +61,47 @@ def _alias_generation_utils() -> None:
     sys.modules["transformers.generation_utils"] = mod
 
 
+class Transformers4AdamW(torch.optim.Optimizer):
+    """transformers 4's ``AdamW``, as OpenPrompt's trainers build it (``AdamW(params, lr=...)``): eps 1e-6 and no
+    weight decay by default, eps added to sqrt(v) before the bias correction, the decay applied after the step.
+    torch's AdamW differs in all four (0.01 decay by default), so it would train OpenPrompt otherwise than 4.x."""
+
+    def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-6, weight_decay: float = 0.0,
+                 correct_bias: bool = True, no_deprecation_warning: bool = False):
+        super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
+                                      correct_bias=correct_bias))
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        for group in self.param_groups:
+            beta1, beta2 = group["betas"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                if p.grad.is_sparse:
+                    raise RuntimeError("Adam does not support sparse gradients (transformers 4's AdamW, which "
+                                       "OpenPrompt's trainer builds): give the template dense tables (sparse: false)")
+                state = self.state[p]
+                if not state:
+                    state.update(step=0, exp_avg=torch.zeros_like(p), exp_avg_sq=torch.zeros_like(p))
+                state["step"] += 1
+                m, v = state["exp_avg"], state["exp_avg_sq"]
+                m.mul_(beta1).add_(p.grad, alpha=1.0 - beta1)
+                v.mul_(beta2).addcmul_(p.grad, p.grad, value=1.0 - beta2)
+                step_size = group["lr"]
+                if group["correct_bias"]:
+                    step_size *= math.sqrt(1.0 - beta2 ** state["step"]) / (1.0 - beta1 ** state["step"])
+                p.addcdiv_(m, v.sqrt().add_(group["eps"]), value=-step_size)
+                if group["weight_decay"] > 0.0:
+                    p.add_(p, alpha=-group["lr"] * group["weight_decay"])
+        return loss
+
+
 def _restore_adamw() -> None:
-    import torch
     import transformers
 
     if hasattr(transformers, "AdamW"):
@@ -71,7 +115,7 @@ def _restore_adamw() -> None:
 
     def __getattr__(self, name):
         if name == "AdamW" and self.__name__ == "transformers":
-            return torch.optim.AdamW
+            return Transformers4AdamW
         return original(self, name)
 
     lazy.__getattr__ = __getattr__

@@ -11,6 +11,7 @@ by seed (stratified, so every split holds every category).
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import re
@@ -147,21 +148,36 @@ def _local_files(spec: SourceSpec, root: str) -> Optional[List[str]]:
     return files
 
 
+@contextlib.contextmanager
+def _load_quietly():
+    """``load_dataset`` without 🤗 datasets' log lines and bars; its bars as they were afterwards (switching them off
+    for good also silenced the ``.map()`` bars of a notebook that called the pretraining)."""
+    from datasets import load_dataset
+    from datasets.utils import logging as ds_logging
+
+    from ..data.file_errors import datasets_quiet
+
+    bars = ds_logging.is_progress_bar_enabled()
+    ds_logging.disable_progress_bar()
+    try:
+        with datasets_quiet():
+            yield load_dataset
+    finally:
+        if bars:
+            ds_logging.enable_progress_bar()
+
+
 def load_source_rows(spec: SourceSpec, root: str, cache_dir: Optional[str] = None):
     """The source as a 🤗 ``Dataset`` (local files offline, or a hub dataset)."""
-    from datasets import load_dataset
-    from datasets.utils.logging import disable_progress_bar
+    from ..data.file_errors import json_problem
 
-    from ..data.file_errors import datasets_quiet, json_problem
-
-    disable_progress_bar()
     files = _local_files(spec, root)
     if files is None and (_format_of(spec.path) or spec.path.startswith((".", os.sep)) or spec.files):
         raise ValueError(f"source '{spec.name}': unknown dataset '{spec.path}': no such file or folder under the data "
                          f"root '{root}' or the current directory")
     if files is None:
         try:
-            with datasets_quiet():  # its own log line would come before ours
+            with _load_quietly() as load_dataset:  # its own log line would come before ours
                 return load_dataset(spec.path, spec.config, split=spec.split, cache_dir=cache_dir)
         except Exception as e:  # offline, unknown name, gated, ...
             reason = str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__
@@ -182,7 +198,7 @@ def load_source_rows(spec: SourceSpec, root: str, cache_dir: Optional[str] = Non
         if spec.column_names:
             kwargs["column_names"] = list(spec.column_names)
     try:
-        with datasets_quiet():  # a malformed file: datasets logs a line of its own before raising
+        with _load_quietly() as load_dataset:  # a malformed file: datasets logs a line of its own before raising
             return load_dataset(fmt, data_files=files, split="train", cache_dir=cache_dir, **kwargs)
     except Exception as e:  # a malformed file: datasets' own error is a chained traceback
         problems = [(f, json_problem(f)) for f in files] if fmt == "json" else []

@@ -11,8 +11,8 @@ from typing import Callable, Dict, List, Optional, Sequence
 
 import torch
 import torch.nn.functional as F
-from tqdm.auto import tqdm
 
+from ..progress import bar as progress_bar
 from .corpus import Corpus, Example
 
 
@@ -147,8 +147,8 @@ def train_classifier(model, corpus: Corpus, cfg: PretrainConfig, state_path: Opt
         model.train()
         gen = torch.Generator().manual_seed(cfg.seed * 1000 + epoch)
         n_batches = (len(corpus.train) + cfg.batch_size - 1) // cfg.batch_size
-        bar = tqdm(batches(corpus.train, cfg.batch_size, gen), total=n_batches, desc=f"epoch {epoch + 1}/{cfg.epochs}",
-                   disable=not cfg.show_progress, leave=False)
+        bar = progress_bar(batches(corpus.train, cfg.batch_size, gen), cfg.show_progress, total=n_batches,
+                           desc=f"epoch {epoch + 1}/{cfg.epochs}", leave=False)
         total, seen = 0.0, 0
         for batch_no, (ids, mask, y) in enumerate(bar, 1):
             ids, mask, y = ids.to(device), mask.to(device), y.to(device)

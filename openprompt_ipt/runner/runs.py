@@ -62,9 +62,9 @@ def write_json(path: str, obj) -> None:
 
 
 def _tqdm(items, desc: str, show: bool, total: int | None = None):
-    from tqdm.auto import tqdm
+    from ..progress import bar
 
-    return tqdm(items, desc=desc, disable=not show, leave=False, total=total)
+    return bar(items, show, desc=desc, leave=False, total=total)
 
 
 def _label(result: Dict, cfg: Dict, name: str, level: str) -> Dict:

@@ -18,8 +18,8 @@ from typing import Dict, List, Optional, Tuple
 import numpy as np
 import torch
 import torch.nn.functional as F
-from tqdm.auto import tqdm
 
+from ..progress import bar as progress_bar
 from ..serialization import trainable_state
 from .checkpoint import (Progress, check_parameter_names, checkpoint_root, latest_checkpoint, load_checkpoint,
                          remove_checkpoints, rng_state, save_checkpoint, set_rng_state)
@@ -98,7 +98,7 @@ def evaluate(model, loader, device=None, desc: str = "eval", show_progress: bool
     was_training = model.training
     model.eval()
     parts = []
-    for i, batch in enumerate(tqdm(loader, desc=desc, leave=False, disable=not show_progress)):
+    for i, batch in enumerate(progress_bar(loader, show_progress, desc=desc, leave=False)):
         if runtime is not None:
             batch, _ = runtime.shard(batch)
         if len(batch["label"]) == 0:
@@ -238,8 +238,7 @@ class Trainer:
                 if pending_rng is not None and skip == 0:
                     set_rng_state(pending_rng)
                     pending_rng = None
-                bar = tqdm(train_loader, desc=f"epoch {epoch}/{cfg.epochs}", leave=False, disable=not verbose,
-                           initial=0)
+                bar = progress_bar(train_loader, verbose, desc=f"epoch {epoch}/{cfg.epochs}", leave=False, initial=0)
                 for step, batch in enumerate(bar, 1):
                     if step <= skip:  # batches of this epoch done before the checkpoint
                         continue
