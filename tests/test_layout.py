@@ -97,7 +97,7 @@ def test_each_door_is_one_folder():
     """The package root holds only the shared leaves; each host's code is one folder (openprompt/, hf/), and the
     small helpers live in the layer they serve (issue #44)."""
     root_modules = {p.stem for p in PACKAGE.glob("*.py")}
-    assert root_modules == {"__init__", "__main__", "serialization", "shapes", "config_files"}, root_modules
+    assert root_modules == {"__init__", "__main__", "serialization", "shapes", "config_files", "progress"}, root_modules
     door = PACKAGE / "openprompt"
     for part in ("templates", "verbalizers", "registry.py", "hook.py", "compat.py", "cli.py", "param_groups.py"):
         assert (door / part).exists(), part
