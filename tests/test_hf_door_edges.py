@@ -357,3 +357,22 @@ def test_save_pretrained_reads_or_refuses_every_keyword(bert, tmp_path):
     assert not (tmp_path / "hub").exists() and not (tmp_path / "variant").exists() and not (tmp_path / "rank1").exists()
     model.save_pretrained(str(tmp_path / "bin"), safe_serialization=False, max_shard_size="1GB")  # a pipeline's call
     assert sorted(os.listdir(tmp_path / "bin")) == ["instance_prompt_config.json", "model.safetensors"]
+
+
+@pytest.mark.parametrize("case", ["prompt_tuning", "ipt-encoder", "p_tuning_v2-kv", "m_idpg-phm-cls", "lpt-npg"])
+def test_tracing_or_exporting_is_one_line(bert, case, tmp_path):
+    """``torch.jit.trace`` (and the legacy ``torch.onnx.export``, which traces) recorded the prompt's per-batch steps as
+    constants: the traced model gave the eager logits on the batch it was traced with and others on a left-padded
+    batch (every method, off by ~0.5) or other texts (Encoder IPT), without a word; ``torch.export`` stopped in a
+    page of ``GuardOnDataDependentSymNode``. Each is one line now; the eager model predicts as before."""
+    mlm, tok = bert
+    model = _wrap(classifier_from(mlm, initializer_range=0.2), case, tmp_path, mlm, tok).eval()
+    batch = _batch(tok)
+    args = (batch["input_ids"], batch["attention_mask"])
+    for export in (lambda: torch.jit.trace(model, args, strict=False),
+                   lambda: torch.export.export(model, args, strict=False)):
+        with pytest.raises(RuntimeError, match=r"cannot be traced or exported .* serve the eager model") as e:
+            export()
+        _one_line(e)
+    with torch.inference_mode():
+        assert model(*args).logits.shape == (6, 2)
