@@ -376,3 +376,38 @@ def test_tracing_or_exporting_is_one_line(bert, case, tmp_path):
         _one_line(e)
     with torch.inference_mode():
         assert model(*args).logits.shape == (6, 2)
+
+
+def test_a_folder_of_format_1_loads_and_one_of_a_later_format_is_one_line(bert, tmp_path):
+    """Format 1 (``instance_prompt.safetensors`` + ``instance_prompt_config.json``, the first release) still loads
+    with the logits it was saved with; a folder a later release wrote (another ``format``) was read as this one
+    without a word, whatever its tensors meant there: one line now."""
+    import json
+
+    from safetensors.torch import load_file, save_file
+
+    mlm, tok = bert
+    model = _wrap(classifier_from(mlm, initializer_range=0.2), "m_idpg-phm-cls", tmp_path, mlm, tok)
+    batch = _batch(tok)
+    with torch.no_grad():
+        expected = model(**batch).logits
+    model.save_pretrained(str(tmp_path / "p"))
+    state = load_file(str(tmp_path / "p" / "model.safetensors"))
+    saved = json.loads(bytes(state.pop("instance_prompt_config").tolist()))
+    old = tmp_path / "old"
+    old.mkdir()
+    save_file(state, str(old / "instance_prompt.safetensors"))
+    (old / "instance_prompt_config.json").write_text(json.dumps(
+        {"prompt": saved["prompt"], "base_model": {k: v for k, v in saved["base_model"].items() if k != "name_or_path"},
+         "format": "openprompt_ipt.hf/1"}))
+    loaded = InstancePromptModel.from_pretrained(classifier_from(mlm, initializer_range=0.2), str(old), tok)
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(**batch).logits, expected, rtol=0, atol=1e-6)
+
+    later = {**saved, "format": "openprompt_ipt.hf/3"}
+    save_file({**state, "instance_prompt_config": torch.tensor(list(json.dumps(later).encode()), dtype=torch.uint8)},
+              str(tmp_path / "p" / "model.safetensors"))
+    with pytest.raises(ValueError, match=r"saved in format 'openprompt_ipt.hf/3', which this openprompt-ipt does not "
+                                         r"read .*pip install -U openprompt-ipt") as e:
+        InstancePromptModel.from_pretrained(classifier_from(mlm, initializer_range=0.2), str(tmp_path / "p"), tok)
+    _one_line(e)
