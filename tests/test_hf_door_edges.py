@@ -411,3 +411,19 @@ def test_a_folder_of_format_1_loads_and_one_of_a_later_format_is_one_line(bert, 
                                          r"read .*pip install -U openprompt-ipt") as e:
         InstancePromptModel.from_pretrained(classifier_from(mlm, initializer_range=0.2), str(tmp_path / "p"), tok)
     _one_line(e)
+
+
+def test_the_trainers_jit_mode_eval_predicts_with_the_eager_model(bert, tmp_path):
+    """transformers 4's ``TrainingArguments(jit_mode_eval=True)`` traced the model on the first evaluation batch and
+    scored every later batch with that trace: Encoder IPT's predictions were off by ~2e-2 without a word. The
+    refused trace makes the Trainer log it and predict with the eager model (5.x has no jit_mode_eval)."""
+    from transformers import TrainingArguments
+
+    if "jit_mode_eval" not in TrainingArguments.__dataclass_fields__:
+        pytest.skip("transformers 5 removed jit_mode_eval")
+    mlm, tok = bert
+    model = _wrap(classifier_from(mlm, initializer_range=0.2), "ipt-encoder", tmp_path, mlm, tok).eval()
+    ds = dataset(tok)
+    eager = trainer_for(model, tok, ds, tmp_path / "a", per_device_eval_batch_size=3).predict(ds).predictions
+    jit = trainer_for(model, tok, ds, tmp_path / "b", per_device_eval_batch_size=3, jit_mode_eval=True).predict(ds)
+    assert (jit.predictions == eager).all()
