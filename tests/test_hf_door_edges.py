@@ -427,3 +427,28 @@ def test_the_trainers_jit_mode_eval_predicts_with_the_eager_model(bert, tmp_path
     eager = trainer_for(model, tok, ds, tmp_path / "a", per_device_eval_batch_size=3).predict(ds).predictions
     jit = trainer_for(model, tok, ds, tmp_path / "b", per_device_eval_batch_size=3, jit_mode_eval=True).predict(ds)
     assert (jit.predictions == eager).all()
+
+
+def test_a_base_loaded_by_a_relative_path_loads_from_any_working_directory(bert, tmp_path, monkeypatch):
+    """``from_pretrained("models/bert")`` recorded 'models/bert' as it was written: ``InstancePromptModel.from_pretrained
+    (dir)`` run from another directory loaded whatever model of the same shape that path named there, and predicted
+    with it without a word. A local folder is recorded as its absolute path (base and tokenizer)."""
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    mlm, tok = bert
+    for where, init in (("a", None), ("b", 0.2)):  # two projects, each with its own models/bert of the same shape
+        folder = tmp_path / where / "models" / "bert"
+        classifier_from(mlm, initializer_range=init).save_pretrained(str(folder))
+        tok.save_pretrained(str(folder))
+    monkeypatch.chdir(tmp_path / "a")
+    base, tok_a = AutoModelForSequenceClassification.from_pretrained("models/bert"), AutoTokenizer.from_pretrained("models/bert")
+    model = _wrap(base.eval(), "p_tuning_v2-kv", tmp_path, mlm, tok_a)
+    batch = _batch(tok)
+    with torch.no_grad():
+        expected = model(**batch).logits
+    model.save_pretrained(str(tmp_path / "p"))
+    monkeypatch.chdir(tmp_path / "b")
+    loaded = InstancePromptModel.from_pretrained(str(tmp_path / "p"))
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(**batch).logits, expected, rtol=0, atol=1e-6)
+    assert loaded.config._name_or_path == str(tmp_path / "a" / "models" / "bert")

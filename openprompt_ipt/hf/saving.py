@@ -15,7 +15,7 @@ from transformers.utils import SAFE_WEIGHTS_NAME, WEIGHTS_NAME
 from ..generators import cannot_rebuild, check_exported_tables, exported_tables, exports_in_weights, rebuilding_saved
 from ..serialization import read_json, read_safetensors, read_torch
 from .config import InstancePromptConfig, default_late_layer
-from .tokenizer_check import _load_tokenizer, check_against_record
+from .tokenizer_check import _load_tokenizer, check_against_record, recorded_path
 
 # one format for save_pretrained and the Trainer (save_model, checkpoints): the state dict as model.safetensors,
 # the prompt's config inside it as CONFIG_KEY (UTF-8 JSON bytes), so a folder the Trainer wrote loads too
@@ -78,7 +78,8 @@ class SavingMixin:
 
     def saved_config(self) -> dict:
         """What a saved folder records: the prompt, the base (fingerprint, name or path) and the tokenizer."""
-        base = dict(fingerprint(self.base_model), name_or_path=getattr(self.config, "_name_or_path", "") or "")
+        base = dict(fingerprint(self.base_model),
+                    name_or_path=recorded_path(getattr(self.config, "_name_or_path", "") or ""))
         return {"format": FORMAT, "prompt": self.prompt_config.to_dict(), "base_model": base,
                 "tokenizer": self._tokenizer_record, "exported_tables": exported_tables(self),
                 "exports_in_weights": exports_in_weights(self, self.saved_parameters())}
