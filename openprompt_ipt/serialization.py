@@ -160,7 +160,11 @@ def read_json(path: str, fix: str = "re-create it (rerun what wrote it)"):
         raise _damaged(path, e, fix) from None
 
 
-def load_trainable(module: nn.Module, path: str, fix: str = "re-create it (rerun what wrote it)") -> None:
+def load_trainable(module: nn.Module, path: str, fix: str = "re-create it (rerun what wrote it)",
+                   complete: bool = False, skip: Iterable[str] = ()) -> None:
+    """``path``'s tensors into ``module``'s parameters of the same names. ``complete``: the file must hold every
+    parameter that trains (requires grad; but those under ``skip``, which its writer leaves out), else one line: a
+    tensor left out kept its untrained start, and the model predicted from it without a word."""
     if not os.path.isfile(path):
         raise FileNotFoundError(f"weights file '{path}' not found: {fix}")
     state = read_safetensors(path, fix)
@@ -168,6 +172,11 @@ def load_trainable(module: nn.Module, path: str, fix: str = "re-create it (rerun
     unknown = [k for k in state if k not in own]
     if unknown:
         raise ValueError(f"'{path}' has weights this module lacks: {unknown[:5]} (was it saved from another config?)")
+    missing = [k for k, p in own.items() if complete and p.requires_grad and k not in state and not k.startswith(tuple(skip))]
+    if missing:
+        raise ValueError(f"'{path}' lacks {len(missing)} trained tensor(s) of this model ({', '.join(missing[:3])}"
+                         f"{', ...' if len(missing) > 3 else ''}): they would predict from their untrained start "
+                         f"(saved from another config or release?); {fix}")
     for name, tensor in state.items():
         if own[name].shape != tensor.shape:
             raise ValueError(f"'{path}': {name} is {tuple(tensor.shape)} but the module expects {tuple(own[name].shape)}")

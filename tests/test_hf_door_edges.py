@@ -377,3 +377,98 @@ def test_save_pretrained_reads_or_refuses_every_keyword(bert, tmp_path):
     assert not (tmp_path / "hub").exists() and not (tmp_path / "variant").exists() and not (tmp_path / "rank1").exists()
     model.save_pretrained(str(tmp_path / "bin"), safe_serialization=False, max_shard_size="1GB")  # a pipeline's call
     assert sorted(os.listdir(tmp_path / "bin")) == ["instance_prompt_config.json", "model.safetensors"]
+
+
+@pytest.mark.parametrize("case", ["prompt_tuning", "ipt-encoder", "p_tuning_v2-kv", "m_idpg-phm-cls", "lpt-npg"])
+def test_tracing_or_exporting_is_one_line(bert, case, tmp_path):
+    """``torch.jit.trace`` (and the legacy ``torch.onnx.export``, which traces) recorded the prompt's per-batch steps as
+    constants: the traced model gave the eager logits on the batch it was traced with and others on a left-padded
+    batch (every method, off by ~0.5) or other texts (Encoder IPT), without a word; ``torch.export`` stopped in a
+    page of ``GuardOnDataDependentSymNode``. Each is one line now; the eager model predicts as before."""
+    mlm, tok = bert
+    model = _wrap(classifier_from(mlm, initializer_range=0.2), case, tmp_path, mlm, tok).eval()
+    batch = _batch(tok)
+    args = (batch["input_ids"], batch["attention_mask"])
+    for export in (lambda: torch.jit.trace(model, args, strict=False),
+                   lambda: torch.export.export(model, args, strict=False)):
+        with pytest.raises(RuntimeError, match=r"cannot be traced or exported .* serve the eager model") as e:
+            export()
+        _one_line(e)
+    with torch.inference_mode():
+        assert model(*args).logits.shape == (6, 2)
+
+
+def test_a_folder_of_format_1_loads_and_one_of_a_later_format_is_one_line(bert, tmp_path):
+    """Format 1 (``instance_prompt.safetensors`` + ``instance_prompt_config.json``, the first release) still loads
+    with the logits it was saved with; a folder a later release wrote (another ``format``) was read as this one
+    without a word, whatever its tensors meant there: one line now."""
+    import json
+
+    from safetensors.torch import load_file, save_file
+
+    mlm, tok = bert
+    model = _wrap(classifier_from(mlm, initializer_range=0.2), "m_idpg-phm-cls", tmp_path, mlm, tok)
+    batch = _batch(tok)
+    with torch.no_grad():
+        expected = model(**batch).logits
+    model.save_pretrained(str(tmp_path / "p"))
+    state = load_file(str(tmp_path / "p" / "model.safetensors"))
+    saved = json.loads(bytes(state.pop("instance_prompt_config").tolist()))
+    old = tmp_path / "old"
+    old.mkdir()
+    save_file(state, str(old / "instance_prompt.safetensors"))
+    (old / "instance_prompt_config.json").write_text(json.dumps(
+        {"prompt": saved["prompt"], "base_model": {k: v for k, v in saved["base_model"].items() if k != "name_or_path"},
+         "format": "openprompt_ipt.hf/1"}))
+    loaded = InstancePromptModel.from_pretrained(classifier_from(mlm, initializer_range=0.2), str(old), tok)
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(**batch).logits, expected, rtol=0, atol=1e-6)
+
+    later = {**saved, "format": "openprompt_ipt.hf/3"}
+    save_file({**state, "instance_prompt_config": torch.tensor(list(json.dumps(later).encode()), dtype=torch.uint8)},
+              str(tmp_path / "p" / "model.safetensors"))
+    with pytest.raises(ValueError, match=r"saved in format 'openprompt_ipt.hf/3', which this openprompt-ipt does not "
+                                         r"read .*pip install -U openprompt-ipt") as e:
+        InstancePromptModel.from_pretrained(classifier_from(mlm, initializer_range=0.2), str(tmp_path / "p"), tok)
+    _one_line(e)
+
+
+def test_the_trainers_jit_mode_eval_predicts_with_the_eager_model(bert, tmp_path):
+    """transformers 4's ``TrainingArguments(jit_mode_eval=True)`` traced the model on the first evaluation batch and
+    scored every later batch with that trace: Encoder IPT's predictions were off by ~2e-2 without a word. The
+    refused trace makes the Trainer log it and predict with the eager model (5.x has no jit_mode_eval)."""
+    from transformers import TrainingArguments
+
+    if "jit_mode_eval" not in TrainingArguments.__dataclass_fields__:
+        pytest.skip("transformers 5 removed jit_mode_eval")
+    mlm, tok = bert
+    model = _wrap(classifier_from(mlm, initializer_range=0.2), "ipt-encoder", tmp_path, mlm, tok).eval()
+    ds = dataset(tok)
+    eager = trainer_for(model, tok, ds, tmp_path / "a", per_device_eval_batch_size=3).predict(ds).predictions
+    jit = trainer_for(model, tok, ds, tmp_path / "b", per_device_eval_batch_size=3, jit_mode_eval=True).predict(ds)
+    assert (jit.predictions == eager).all()
+
+
+def test_a_base_loaded_by_a_relative_path_loads_from_any_working_directory(bert, tmp_path, monkeypatch):
+    """``from_pretrained("models/bert")`` recorded 'models/bert' as it was written: ``InstancePromptModel.from_pretrained
+    (dir)`` run from another directory loaded whatever model of the same shape that path named there, and predicted
+    with it without a word. A local folder is recorded as its absolute path (base and tokenizer)."""
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    mlm, tok = bert
+    for where, init in (("a", None), ("b", 0.2)):  # two projects, each with its own models/bert of the same shape
+        folder = tmp_path / where / "models" / "bert"
+        classifier_from(mlm, initializer_range=init).save_pretrained(str(folder))
+        tok.save_pretrained(str(folder))
+    monkeypatch.chdir(tmp_path / "a")
+    base, tok_a = AutoModelForSequenceClassification.from_pretrained("models/bert"), AutoTokenizer.from_pretrained("models/bert")
+    model = _wrap(base.eval(), "p_tuning_v2-kv", tmp_path, mlm, tok_a)
+    batch = _batch(tok)
+    with torch.no_grad():
+        expected = model(**batch).logits
+    model.save_pretrained(str(tmp_path / "p"))
+    monkeypatch.chdir(tmp_path / "b")
+    loaded = InstancePromptModel.from_pretrained(str(tmp_path / "p"))
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(**batch).logits, expected, rtol=0, atol=1e-6)
+    assert loaded.config._name_or_path == str(tmp_path / "a" / "models" / "bert")

@@ -1,6 +1,7 @@
 """End to end on a tiny local BERT: predict round-trip, --resume through the runner, its errors."""
 import json
 import os
+import re
 
 import pytest
 import torch
@@ -307,3 +308,25 @@ def test_a_seed_reproduces_bit_for_bit_in_a_new_process_and_inside_a_seed_group(
     assert alone == grouped
     assert weights.keys() == group_weights.keys() and all(torch.equal(weights[k], group_weights[k]) for k in weights)
     assert not all(torch.equal(weights[k], other_weights[k]) for k in weights)
+
+
+def test_predict_refuses_weights_that_lack_a_trained_tensor(tiny_model_dir, tmp_path):
+    """best.safetensors without one of the tensors the run trained (a file from another config or release, a hand
+    edit): that tensor kept its untrained start and predict scored with it without a word; now one line naming it."""
+    from safetensors.torch import load_file, save_file
+
+    from openprompt_ipt.runner.experiment import run_experiment
+    from openprompt_ipt.runner.predict import load_run
+
+    out = str(tmp_path / "run")
+    run_experiment(tiny_cfg(tiny_model_dir, write_cb(tmp_path / "CB"), epochs=1), output_dir=out, show_progress=False)
+    load_run(out)  # the whole file: loads
+    weights = os.path.join(out, "best.safetensors")
+    state = load_file(weights)
+    dropped = next(k for k in state if k.startswith("verbalizer."))
+    del state[dropped]
+    save_file(state, weights)
+    with pytest.raises(ValueError, match=rf"lacks 1 trained tensor\(s\) of this model \({re.escape(dropped)}\): they "
+                                         r"would predict from their untrained start") as e:
+        load_run(out)
+    assert "\n" not in str(e.value)

@@ -253,3 +253,26 @@ def test_a_cut_short_ppt_export_is_one_line_naming_it(tmp_path):
                                           r"experiments/pretrain_ppt.py .* --overwrite") as e:
         init_prompt_from(None, {"init_prompt_from": str(export)}, None)
     assert "\n" not in str(e.value)
+
+
+def test_template_weights_without_a_trained_tensor_are_refused(bert, tmp_path):
+    """A template.safetensors that lacks a tensor the template trains (a file from another config or release, a hand
+    edit): that tensor kept its fresh random start and the template predicted with it without a word."""
+    from safetensors import safe_open
+    from safetensors.torch import load_file, save_file
+
+    model, tok = bert
+    folder = str(tmp_path / "tpl")
+    _nudged(build(model, tok, strategy="random", prompt_length=3, task_prompt_length=2)).template.save_pretrained(folder)
+    InstanceWiseTemplate.from_pretrained(folder, model, tok)  # the whole file: loads
+    weights = os.path.join(folder, "template.safetensors")
+    with safe_open(weights, "pt") as f:
+        metadata = f.metadata()
+    state = load_file(weights)
+    dropped = sorted(state)[-1]
+    del state[dropped]
+    save_file(state, weights, metadata=metadata)
+    with pytest.raises(ValueError, match=rf"lacks 1 trained tensor\(s\) of this model \({dropped}\): they would "
+                                         r"predict from their untrained start .*save the template again") as e:
+        InstanceWiseTemplate.from_pretrained(folder, model, tok)
+    assert "\n" not in str(e.value)

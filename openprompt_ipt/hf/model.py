@@ -31,6 +31,12 @@ from .tokenizer_check import _load_tokenizer, check_against_model, tokenizer_rec
 # heads whose per-position outputs the prompt positions would shift, unseen (start/end logits, choices, pretraining
 # and next-token heads): refused when the prompt is built
 UNSUPPORTED_HEADS = ("ForQuestionAnswering", "ForMultipleChoice", "ForPreTraining", "ForCausalLM", "LMHeadModel")
+# a trace records the prompt's per-batch decisions (padding side, each example's token counts, IDPG's cached M(x)) as
+# constants: the traced model gave other logits on other batches (a left-padded one: off by ~0.5) without a word
+NOT_TRACEABLE = ("InstancePromptModel cannot be traced or exported (torch.jit.trace, torch.export, torch.onnx.export): "
+                 "its prompt is made per batch by steps that depend on the tokens, which a trace records as constants "
+                 "for every later batch; serve the eager model (model.eval() under torch.inference_mode()), or "
+                 "torch.compile(model)")
 
 
 class InstancePromptModel(SavingMixin, GradientCheckpointingMixin, PeftHabitsMixin, nn.Module):
@@ -169,6 +175,8 @@ class InstancePromptModel(SavingMixin, GradientCheckpointingMixin, PeftHabitsMix
                 num_items_in_batch: Optional[torch.Tensor | int] = None, task_type_ids: Optional[torch.Tensor] = None):
         """``task_type_ids``: ERNIE's task ids (``use_task_id``), widened over the prompt's positions with each
         example's own id."""
+        if torch.jit.is_tracing() or torch.compiler.is_exporting():
+            raise RuntimeError(NOT_TRACEABLE)
         if input_ids is None:
             raise ValueError("InstancePromptModel needs input_ids (the instance prompt is made from the tokens)")
         if attention_mask is None:

@@ -15,13 +15,14 @@ from transformers.utils import SAFE_WEIGHTS_NAME, WEIGHTS_NAME
 from ..generators import cannot_rebuild, check_exported_tables, exported_tables, exports_in_weights, rebuilding_saved
 from ..serialization import read_json, read_safetensors, read_torch
 from .config import InstancePromptConfig, default_late_layer
-from .tokenizer_check import _load_tokenizer, check_against_record
+from .tokenizer_check import _load_tokenizer, check_against_record, recorded_path
 
 # one format for save_pretrained and the Trainer (save_model, checkpoints): the state dict as model.safetensors,
 # the prompt's config inside it as CONFIG_KEY (UTF-8 JSON bytes), so a folder the Trainer wrote loads too
 WEIGHTS_FILE, CONFIG_KEY, FORMAT = SAFE_WEIGHTS_NAME, "instance_prompt_config", "openprompt_ipt.hf/2"
 CONFIG_FILE = "instance_prompt_config.json"           # a readable copy of CONFIG_KEY (save_pretrained)
 OLD_WEIGHTS_FILE = "instance_prompt.safetensors"      # format 1: weights + CONFIG_FILE, still read
+READ_FORMATS = ("openprompt_ipt.hf/1", FORMAT)         # a later release's format is refused, not read as this one
 TORCH_WEIGHTS_FILE = WEIGHTS_NAME  # what Trainer.save_model / checkpoints write with save_safetensors=False (< 5)
 # what a saved prompt must agree on with the model it is loaded onto
 FINGERPRINT = ("model_type", "hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size",
@@ -77,7 +78,8 @@ class SavingMixin:
 
     def saved_config(self) -> dict:
         """What a saved folder records: the prompt, the base (fingerprint, name or path) and the tokenizer."""
-        base = dict(fingerprint(self.base_model), name_or_path=getattr(self.config, "_name_or_path", "") or "")
+        base = dict(fingerprint(self.base_model),
+                    name_or_path=recorded_path(getattr(self.config, "_name_or_path", "") or ""))
         return {"format": FORMAT, "prompt": self.prompt_config.to_dict(), "base_model": base,
                 "tokenizer": self._tokenizer_record, "exported_tables": exported_tables(self),
                 "exports_in_weights": exports_in_weights(self, self.saved_parameters())}
@@ -183,6 +185,10 @@ class SavingMixin:
             raise ValueError(f"'{os.path.join(directory, CONFIG_FILE)}' holds a {type(saved).__name__}, not the JSON "
                              "object save_pretrained writes (its prompt config and base model): save the model again "
                              "with model.save_pretrained(directory)")
+        if saved.get("format", FORMAT) not in READ_FORMATS:
+            raise ValueError(f"'{directory}' was saved in format {saved['format']!r}, which this openprompt-ipt does "
+                             f"not read (it reads {', '.join(READ_FORMATS)}): load it with the release that saved it "
+                             "(pip install -U openprompt-ipt)")
         if weights is None:  # the readable config copied without its weights: no prompt to load, not an empty one
             raise FileNotFoundError(f"'{directory}' has {CONFIG_FILE} but no weights ({WEIGHTS_FILE}): copy the weights "
                                     "file too, or save the model again (model.save_pretrained(directory))")

@@ -13,10 +13,16 @@ SPECIALS = ("pad", "bos", "eos", "cls", "sep", "unk", "mask")
 FIX = "pass the tokenizer the model was trained with (AutoTokenizer.from_pretrained(<the model's path>))"
 
 
+def recorded_path(name_or_path: str) -> str:
+    """A local folder as its absolute path, a hub name as it is: loaded from another working directory, a relative
+    path named whatever folder is there (another model of the same shape loaded without a word)."""
+    return os.path.abspath(name_or_path) if name_or_path and os.path.isdir(name_or_path) else name_or_path
+
+
 def tokenizer_record(tokenizer) -> dict:
     """What a saved prompt records of its tokenizer (``save_pretrained``)."""
     vocab = sorted(tokenizer.get_vocab().items())
-    return {"name_or_path": getattr(tokenizer, "name_or_path", "") or "",
+    return {"name_or_path": recorded_path(getattr(tokenizer, "name_or_path", "") or ""),
             "vocab_size": len(tokenizer),
             "vocab_sha256": hashlib.sha256(json.dumps(vocab).encode("utf-8")).hexdigest(),
             "special_ids": {f"{s}_token_id": getattr(tokenizer, f"{s}_token_id", None) for s in SPECIALS}}

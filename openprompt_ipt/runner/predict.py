@@ -179,7 +179,7 @@ def load_run(run_dir: str, device: str = "cpu") -> Predictor:
         prompt_model = PromptForClassification(model, template, verbalizer, freeze_plm=freeze, plm_eval_mode=freeze)
     else:  # templates without save_pretrained: rebuilt from the config alone
         prompt_model, tokenizer, wrapper_class = build_model(cfg, [], n_outputs, labels)
-    load_trainable(prompt_model, weights, retrain)
+    load_trainable(prompt_model, weights, retrain, complete=True)  # a tensor left out would predict untrained
     n_prefix = getattr(prompt_model.template, "n_prefix", 0)
     max_len = min(int(cfg["plm"]["max_seq_length"]), max_positions(prompt_model.plm.config) - n_prefix)
     wrapper = wrapper_class(max_seq_length=max_len, tokenizer=tokenizer, truncate_method="balanced")

@@ -20,6 +20,7 @@ from ...serialization import check_saved_pair, load_trainable, read_json, save_t
 CONFIG_FILE, WEIGHTS_FILE = "template_config.json", "template.safetensors"
 SAVED_WITH = "saved_with"  # the config's entry for what the template was trained with (not a constructor argument)
 BACKBONE_KEYS = ("model_type", "hidden_size", "num_hidden_layers", "vocab_size")
+SKIPPED = ("raw_embedding",)  # the PLM's own embedding table: never in template.safetensors
 
 
 UNUPDATED_PASSES = 200  # training-mode forward passes without one template update before the warning
@@ -142,7 +143,7 @@ class TrainedTemplateMixin:
 
     def save_pretrained(self, directory: str) -> None:
         save_trainable(self, directory, WEIGHTS_FILE, CONFIG_FILE, {**self.init_config, SAVED_WITH: self.saved_with()},
-                       skip=("raw_embedding",))
+                       skip=SKIPPED)
 
     @classmethod
     def from_pretrained(cls, directory: str, model, tokenizer, **overrides):
@@ -166,7 +167,8 @@ class TrainedTemplateMixin:
                                                    "..., pretrained_path=... / encoder_path=...))")) from None
         check_exported_tables(template, record.get("exported_tables"), directory)
         load_trainable(template, os.path.join(directory, WEIGHTS_FILE),
-                       "save the template again with save_pretrained() (or train the run again)")
+                       "save the template again with save_pretrained() (or train the run again)",
+                       complete=True, skip=SKIPPED)
         return template
 
 
