@@ -133,10 +133,12 @@ class ArmedHooks:
         carry_prompt(self.checkpointable, self)
 
     def watch_forwards(self, model: nn.Module) -> None:
-        """A pre-hook on the whole PLM: the first forward after ``arm`` is the plan's own. A plan still armed when
-        the next forward starts was left by a forward that never finished (Ctrl-C, out of memory: nothing disarmed
-        it); it is dropped, so its stale prompt never reaches another template's, or the plain PLM's, forward."""
-        self.handles.append(model.register_forward_pre_hook(self._claim))
+        """A pre-hook on the PLM's encoder (``base_model``): the first forward after ``arm`` is the plan's own. A plan
+        still armed when the next forward starts was left by a forward that never finished (Ctrl-C, out of memory:
+        nothing disarmed it); it is dropped, so its stale prompt never reaches another template's, or the plain
+        PLM's, forward. On the encoder, not the head model: passes that run the encoder alone (another IDPG
+        template's prompt-free M(x) pass, a user's ``plm.bert(...)``) claim too, else they ran with the stale prompt."""
+        self.handles.append(getattr(model, "base_model", model).register_forward_pre_hook(self._claim))
         self.checkpointable = checkpointable(model)
 
     def _claim(self, module, args):
