@@ -357,3 +357,29 @@ def test_save_pretrained_reads_or_refuses_every_keyword(bert, tmp_path):
     assert not (tmp_path / "hub").exists() and not (tmp_path / "variant").exists() and not (tmp_path / "rank1").exists()
     model.save_pretrained(str(tmp_path / "bin"), safe_serialization=False, max_shard_size="1GB")  # a pipeline's call
     assert sorted(os.listdir(tmp_path / "bin")) == ["instance_prompt_config.json", "model.safetensors"]
+
+
+@pytest.mark.parametrize("case", ["m_idpg-phm-cls", "s_idpg-dnn-cls"])
+def test_training_the_head_keeps_the_cached_sentence_representations(plm, case, tmp_path):
+    """IDPG's M(x) cache was emptied whenever any weight of the base changed, the head the 🤗 door trains with the
+    prompt (``modules_to_save``) included: every optimizer step emptied it, so each example paid a PLM pass per step
+    instead of once. The head is not read by the M(x) pass; a change to the encoder still empties it."""
+    from openprompt_ipt.generators.sentence import PLMClsEncoder
+
+    mlm, tok = plm
+    model = _wrap(classifier_from(mlm, initializer_range=0.2), case, tmp_path, mlm, tok).train()
+    encoder = next(e for e in model.modules() if isinstance(e, PLMClsEncoder))
+    batch, labels = _batch(tok), torch.tensor([1, 1, 1, 0, 0, 0])
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-2)
+    head = next(p for n, p in model.named_parameters() if p.requires_grad and "classifier" in n)
+    before = head.detach().clone()
+    for _ in range(3):
+        model(**batch, labels=labels).loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+    assert not torch.equal(head, before)  # the head trained
+    assert encoder.passes == 6, "each step ran the PLM again for M(x)"
+    with torch.no_grad():
+        model.base_model.base_model.embeddings.word_embeddings.weight.add_(0.1)  # the encoder changed: M(x) anew
+        model(**batch, labels=labels)
+    assert encoder.passes == 12
