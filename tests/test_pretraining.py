@@ -9,6 +9,7 @@ import torch
 import yaml
 
 from helpers import TEXT
+from test_predict_and_runs import tiny_model_dir  # noqa: F401  (fixture)
 from openprompt_ipt import InstanceWiseTemplate
 from openprompt_ipt.generators import save_table, tokenizer_fingerprint
 from openprompt_ipt.pretraining import (CATEGORIES, CategoryClassifier, ClassifierConfig, Corpus, Example,
@@ -596,3 +597,20 @@ def test_a_nan_loss_is_one_line_and_exit_2_from_the_command_line(tmp_path, capsy
     assert run_pretraining_cli(["--config", str(cfg)], "doc", "c", "k=v", "o", diverges) == 2
     assert capsys.readouterr().err.strip() == ("error: pretraining loss became nan at epoch 2, batch 1: stopped, "
                                                "nothing exported: ...")
+
+
+def test_plm_embedding_init_leaves_transformers_progress_bars_as_they_were(tiny_model_dir):
+    """Reading the PLM's embeddings turned transformers' progress bars back on for the rest of the process, even
+    where the caller (a notebook, a sweep) had turned them off."""
+    from transformers.utils import logging as hf_logging
+
+    from openprompt_ipt.pretraining.pipeline import initial_embedding
+
+    was = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        weight, dim = initial_embedding("plm", tiny_model_dir, None, 10)
+        assert weight.shape[1] == dim == 32
+        assert not hf_logging.is_progress_bar_enabled()
+    finally:
+        (hf_logging.enable_progress_bar if was else hf_logging.disable_progress_bar)()

@@ -54,14 +54,15 @@ def initial_embedding(init: str, path: str, dim: Optional[int], vocab: int):
     if init == "plm":
         from transformers import AutoModel
 
-        verbosity = hf_logging.get_verbosity()
+        verbosity, bars = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
         hf_logging.set_verbosity_error()
         hf_logging.disable_progress_bar()  # transformers 5 draws a bar per checkpoint load
         try:
             weight = AutoModel.from_pretrained(path).get_input_embeddings().weight.detach().float().clone()
         finally:
             hf_logging.set_verbosity(verbosity)
-            hf_logging.enable_progress_bar()
+            if bars:  # the caller's choice, as it was: bars a caller had turned off stay off
+                hf_logging.enable_progress_bar()
         if dim and int(dim) != weight.shape[1]:
             raise ValueError(f"classifier.dim={dim} but the PLM's embeddings are {weight.shape[1]}-d: leave dim unset "
                              "with embedding_init: plm, or use embedding_init: random")
