@@ -383,3 +383,28 @@ def test_training_the_head_keeps_the_cached_sentence_representations(plm, case, 
         model.base_model.base_model.embeddings.word_embeddings.weight.add_(0.1)  # the encoder changed: M(x) anew
         model(**batch, labels=labels)
     assert encoder.passes == 12
+
+
+def test_wrapping_a_base_again_says_its_head_is_shared(bert, tmp_path):
+    """A sweep that wraps one base per method trained each on the previous method's head (it trains in place, as
+    the base's own module), and training the second changed the first model's logits, silently. Wrapping a base
+    again now says so; a fresh base, a copy made before the first wrap and from_pretrained (it loads its own head)
+    stay silent."""
+    import warnings
+
+    from openprompt_ipt.hf import SharedBaseWarning, get_instance_prompt_model
+
+    mlm, tok = bert
+    base = classifier_from(mlm)
+    spare = copy.deepcopy(base)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SharedBaseWarning)
+        first = get_instance_prompt_model(base, config_for("p_tuning_v2-kv", tmp_path, mlm), tok)
+        get_instance_prompt_model(spare, config_for("ipt-random", tmp_path, mlm), tok)
+    first.save_pretrained(str(tmp_path / "p"))
+    with pytest.warns(SharedBaseWarning, match=r"classifier is shared and trains in place.*wrap a fresh base"):
+        second = get_instance_prompt_model(base, config_for("ipt-random", tmp_path, mlm), tok)
+    assert second.base_model.classifier is first.base_model.classifier  # what the line says
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SharedBaseWarning)
+        InstancePromptModel.from_pretrained(base, str(tmp_path / "p"), tok)
