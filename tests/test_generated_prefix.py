@@ -708,3 +708,31 @@ def test_an_interrupted_forward_leaves_no_prompt_in_another_templates_mx_pass(pl
                 handle.remove()
         again = model.base_model(input_ids=batch_a["input_ids"], attention_mask=batch_a["attention_mask"])[0]
         assert torch.equal(again, bare), "A's interrupted prefix reached the bare encoder's forward"
+
+
+def test_a_deleted_template_takes_its_hooks_off_the_plm(bert):
+    """Templates built one after another on one PLM (a notebook, the README's loop) kept every deleted one's hooks on
+    it; now only the live templates' hooks stay."""
+    import gc
+
+    from openprompt_ipt.injection.encoder_hooks import ArmedHooks
+
+    model, tok = bert
+
+    def hooks():  # ours: transformers 5 adds output-capturing hooks of its own at the first forward
+        return sum(isinstance(getattr(getattr(h, "func", h), "__self__", None), ArmedHooks)
+                   for m in model.modules() for h in (*m._forward_pre_hooks.values(), *m._forward_hooks.values()))
+
+    gc.collect()
+    before = hooks()  # other tests' live templates on the shared fixture
+    kept = build_prefix(model, tok, prompt_length=3, **CASES["prefix-kv"])
+    alive = hooks()
+    for case in ("ptuning_v2-hidden", "m_idpg-phm-hidden"):
+        pm = build_prefix(model, tok, prompt_length=3, **CASES[case])
+        pm(batch_for(pm, tok, examples()))
+        del pm
+        gc.collect()
+        assert hooks() == alive, f"{case}: a deleted template's hooks stayed on the PLM"
+    del kept
+    gc.collect()
+    assert hooks() == before

@@ -408,3 +408,37 @@ def test_wrapping_a_base_again_says_its_head_is_shared(bert, tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("error", SharedBaseWarning)
         InstancePromptModel.from_pretrained(base, str(tmp_path / "p"), tok)
+
+
+def test_a_deleted_model_takes_its_hooks_off_the_base(bert, tmp_path):
+    """A sweep wrapping one base per method kept every deleted wrapper's hooks on it (idle, run on every forward,
+    their injectors alive for as long as the base): the base's hooks are now those of the wrappers still alive."""
+    import gc
+    import warnings
+
+    from openprompt_ipt.hf import get_instance_prompt_model
+    from openprompt_ipt.injection.encoder_hooks import ArmedHooks
+
+    mlm, tok = bert
+    base = classifier_from(mlm)
+
+    def hooks():  # ours: transformers 5 adds output-capturing hooks of its own at the first forward
+        return sum(isinstance(getattr(getattr(h, "func", h), "__self__", None), ArmedHooks)
+                   for m in base.modules() for h in (*m._forward_pre_hooks.values(), *m._forward_hooks.values()))
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # SharedBaseWarning: this test wraps one base on purpose
+        gc.collect()
+        before = hooks()
+        kept = get_instance_prompt_model(base, config_for("p_tuning_v2-kv", tmp_path, mlm), tok)
+        alive = hooks()
+        for case in ("m_idpg-phm-cls", "lpt-npg", "p_tuning_v2-hidden"):
+            get_instance_prompt_model(base, config_for(case, tmp_path, mlm), tok)
+            gc.collect()
+            assert hooks() == alive, f"{case}: a deleted model's hooks stayed on the base"
+    batch = _batch(tok)
+    with torch.no_grad():
+        assert kept(**batch).logits.shape == (6, 2)  # the live one still works
+    del kept
+    gc.collect()
+    assert hooks() == before

@@ -81,6 +81,8 @@ class InstancePromptModel(SavingMixin, GradientCheckpointingMixin, PeftHabitsMix
             if self.injector is not None:
                 self.injector.remove()
             raise
+        if self.injector is not None:
+            self.injector.remove_with(self)
 
     def _build_prompt(self, model, config, tokenizer, head, label_word_ids) -> None:
         embedding = model.get_input_embeddings()

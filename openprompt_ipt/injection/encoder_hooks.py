@@ -19,6 +19,7 @@ prompts may be computed lazily per layer from the previous layer's output (M-IDP
 from __future__ import annotations
 
 import inspect
+import weakref
 from contextlib import contextmanager
 from functools import partial
 from dataclasses import dataclass
@@ -159,6 +160,12 @@ class ArmedHooks:
             yield
         finally:
             self.plan = plan
+
+    def remove_with(self, owner) -> None:
+        """The hooks leave the PLM when ``owner`` (the template or model that armed them) is garbage: a notebook or a
+        sweep that wraps one PLM again and again kept every earlier wrapper's hooks on it, idle but run on every
+        forward, and their injectors alive, for as long as the PLM lived."""
+        weakref.finalize(owner, self.remove)
 
     def remove(self) -> None:
         for h in self.handles:
