@@ -677,3 +677,62 @@ def test_two_templates_on_one_checkpointed_plm_each_carry_their_own_prompt(bert)
         torch.testing.assert_close(grad, expected[name], rtol=1e-5, atol=1e-6)
     carriers = [m._gradient_checkpointing_func for m in model.modules() if getattr(m, "gradient_checkpointing", False)]
     assert carriers and all(c.injectors == [other.template.injector] for c in carriers)
+
+
+def test_an_interrupted_forward_leaves_no_prompt_in_another_templates_mx_pass(plm):
+    """After template A's forward was interrupted inside the PLM, the next pass through the shared PLM's encoder was
+    M-IDPG template C's prompt-free M(x) pass (it runs ``plm.base_model`` alone, not the head model A's hooks
+    watched): it read A's stale prefix, so C's M(x) (cached for the whole run) and its logits were silently off."""
+    model, tok = plm
+    a = build_prefix(model, tok, prompt_length=3, **CASES["prefix-kv"]).eval()
+    c = build_prefix(model, tok, generator="idpg", injection="hidden", prompt_length=3, idpg={"cache": False}).eval()
+    with torch.no_grad():
+        for p in list(a.template.parameters()) + list(c.template.parameters()):
+            p.normal_(0, 1.0)  # prompts far from their init, so a stray one shows
+        batch_a, batch_c = batch_for(a, tok, examples()), batch_for(c, tok, examples())
+        expected = c(clone(batch_c))
+        bare = model.base_model(input_ids=batch_a["input_ids"], attention_mask=batch_a["attention_mask"])[0]
+
+        def interrupt(*args):
+            raise KeyboardInterrupt
+        handle = model.base_model.encoder.layer[1].register_forward_pre_hook(interrupt)
+        with pytest.raises(KeyboardInterrupt):
+            a(clone(batch_a))
+        handle.remove()
+        assert torch.equal(c(clone(batch_c)), expected), "A's interrupted prefix reached C's M(x) pass"
+        with pytest.raises(KeyboardInterrupt):  # once more: now the user's own encoder pass comes next
+            handle = model.base_model.encoder.layer[1].register_forward_pre_hook(interrupt)
+            try:
+                a(clone(batch_a))
+            finally:
+                handle.remove()
+        again = model.base_model(input_ids=batch_a["input_ids"], attention_mask=batch_a["attention_mask"])[0]
+        assert torch.equal(again, bare), "A's interrupted prefix reached the bare encoder's forward"
+
+
+def test_a_deleted_template_takes_its_hooks_off_the_plm(bert):
+    """Templates built one after another on one PLM (a notebook, the README's loop) kept every deleted one's hooks on
+    it; now only the live templates' hooks stay."""
+    import gc
+
+    from openprompt_ipt.injection.encoder_hooks import ArmedHooks
+
+    model, tok = bert
+
+    def hooks():  # ours: transformers 5 adds output-capturing hooks of its own at the first forward
+        return sum(isinstance(getattr(getattr(h, "func", h), "__self__", None), ArmedHooks)
+                   for m in model.modules() for h in (*m._forward_pre_hooks.values(), *m._forward_hooks.values()))
+
+    gc.collect()
+    before = hooks()  # other tests' live templates on the shared fixture
+    kept = build_prefix(model, tok, prompt_length=3, **CASES["prefix-kv"])
+    alive = hooks()
+    for case in ("ptuning_v2-hidden", "m_idpg-phm-hidden"):
+        pm = build_prefix(model, tok, prompt_length=3, **CASES[case])
+        pm(batch_for(pm, tok, examples()))
+        del pm
+        gc.collect()
+        assert hooks() == alive, f"{case}: a deleted template's hooks stayed on the PLM"
+    del kept
+    gc.collect()
+    assert hooks() == before

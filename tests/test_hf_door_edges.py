@@ -2,13 +2,14 @@
 bf16, heads other than sequence classification, and from_pretrained's keyword arguments; tiny BERT and RoBERTa."""
 import copy
 import os
+import warnings
 
 import pytest
 import torch
 
 from test_hf_trainer import _one_line, classifier_from, config_for, dataset, trainer_for
 from test_hf_trainer_habits import _batch, _trained, _wrap
-from openprompt_ipt.hf import InstancePromptModel, get_instance_prompt_model
+from openprompt_ipt.hf import InstancePromptModel, SharedBaseWarning, get_instance_prompt_model
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -142,7 +143,9 @@ def test_a_loaded_base_wrapped_under_init_empty_weights_is_one_line(bert, case, 
     _one_line(e)
     assert sum(len(m._forward_pre_hooks) + len(m._forward_hooks) for m in base.modules()) == hooks  # left as it was
     assert all(p.requires_grad for p in base.parameters())
-    model = get_instance_prompt_model(base, config_for(case, tmp_path, mlm), tokenizer=tok)  # outside: it trains
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SharedBaseWarning)  # the refused wrap left no mark on the base
+        model = get_instance_prompt_model(base, config_for(case, tmp_path, mlm), tokenizer=tok)  # outside: it trains
     model(**_batch(tok), labels=torch.tensor([0, 1, 0, 1, 0, 1])).loss.backward()
 
 
@@ -472,3 +475,88 @@ def test_a_base_loaded_by_a_relative_path_loads_from_any_working_directory(bert,
     with torch.no_grad():
         torch.testing.assert_close(loaded(**batch).logits, expected, rtol=0, atol=1e-6)
     assert loaded.config._name_or_path == str(tmp_path / "a" / "models" / "bert")
+
+
+@pytest.mark.parametrize("case", ["m_idpg-phm-cls", "s_idpg-dnn-cls"])
+def test_training_the_head_keeps_the_cached_sentence_representations(plm, case, tmp_path):
+    """IDPG's M(x) cache was emptied whenever any weight of the base changed, the head the 🤗 door trains with the
+    prompt (``modules_to_save``) included: every optimizer step emptied it, so each example paid a PLM pass per step
+    instead of once. The head is not read by the M(x) pass; a change to the encoder still empties it."""
+    from openprompt_ipt.generators.sentence import PLMClsEncoder
+
+    mlm, tok = plm
+    model = _wrap(classifier_from(mlm, initializer_range=0.2), case, tmp_path, mlm, tok).train()
+    encoder = next(e for e in model.modules() if isinstance(e, PLMClsEncoder))
+    batch, labels = _batch(tok), torch.tensor([1, 1, 1, 0, 0, 0])
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-2)
+    head = next(p for n, p in model.named_parameters() if p.requires_grad and "classifier" in n)
+    before = head.detach().clone()
+    for _ in range(3):
+        model(**batch, labels=labels).loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+    assert not torch.equal(head, before)  # the head trained
+    assert encoder.passes == 6, "each step ran the PLM again for M(x)"
+    with torch.no_grad():
+        model.base_model.base_model.embeddings.word_embeddings.weight.add_(0.1)  # the encoder changed: M(x) anew
+        model(**batch, labels=labels)
+    assert encoder.passes == 12
+
+
+def test_wrapping_a_base_again_says_its_head_is_shared(bert, tmp_path):
+    """A sweep that wraps one base per method trained each on the previous method's head (it trains in place, as
+    the base's own module), and training the second changed the first model's logits, silently. Wrapping a base
+    again now says so; a fresh base, a copy made before the first wrap and from_pretrained (it loads its own head)
+    stay silent."""
+    import warnings
+
+    from openprompt_ipt.hf import SharedBaseWarning, get_instance_prompt_model
+
+    mlm, tok = bert
+    base = classifier_from(mlm)
+    spare = copy.deepcopy(base)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SharedBaseWarning)
+        first = get_instance_prompt_model(base, config_for("p_tuning_v2-kv", tmp_path, mlm), tok)
+        get_instance_prompt_model(spare, config_for("ipt-random", tmp_path, mlm), tok)
+    first.save_pretrained(str(tmp_path / "p"))
+    with pytest.warns(SharedBaseWarning, match=r"classifier is shared and trains in place.*wrap a fresh base"):
+        second = get_instance_prompt_model(base, config_for("ipt-random", tmp_path, mlm), tok)
+    assert second.base_model.classifier is first.base_model.classifier  # what the line says
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SharedBaseWarning)
+        InstancePromptModel.from_pretrained(base, str(tmp_path / "p"), tok)
+
+
+def test_a_deleted_model_takes_its_hooks_off_the_base(bert, tmp_path):
+    """A sweep wrapping one base per method kept every deleted wrapper's hooks on it (idle, run on every forward,
+    their injectors alive for as long as the base): the base's hooks are now those of the wrappers still alive."""
+    import gc
+    import warnings
+
+    from openprompt_ipt.hf import get_instance_prompt_model
+    from openprompt_ipt.injection.encoder_hooks import ArmedHooks
+
+    mlm, tok = bert
+    base = classifier_from(mlm)
+
+    def hooks():  # ours: transformers 5 adds output-capturing hooks of its own at the first forward
+        return sum(isinstance(getattr(getattr(h, "func", h), "__self__", None), ArmedHooks)
+                   for m in base.modules() for h in (*m._forward_pre_hooks.values(), *m._forward_hooks.values()))
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # SharedBaseWarning: this test wraps one base on purpose
+        gc.collect()
+        before = hooks()
+        kept = get_instance_prompt_model(base, config_for("p_tuning_v2-kv", tmp_path, mlm), tok)
+        alive = hooks()
+        for case in ("m_idpg-phm-cls", "lpt-npg", "p_tuning_v2-hidden"):
+            get_instance_prompt_model(base, config_for(case, tmp_path, mlm), tok)
+            gc.collect()
+            assert hooks() == alive, f"{case}: a deleted model's hooks stayed on the base"
+    batch = _batch(tok)
+    with torch.no_grad():
+        assert kept(**batch).logits.shape == (6, 2)  # the live one still works
+    del kept
+    gc.collect()
+    assert hooks() == before

@@ -140,7 +140,10 @@ class PLMClsEncoder(nn.Module):
         """Changes whenever a PLM weight does: every in-place update (an optimizer step, ``load_state_dict``) bumps
         its tensor's version counter, a swapped-in tensor is another object, and ``model.half()`` / ``.float()`` /
         ``.to(device)`` keep both (they swap ``param.data``) but change its dtype or device."""
-        return tuple((id(p), p._version, p.dtype, p.device) for p in self.plm.parameters())
+        # the encoder's weights only, those the M(x) pass reads: the 🤗 door trains the base's own head (its
+        # classifier) with the prompt, whose every step would otherwise empty the cache (a PLM pass per example per step)
+        encoder = getattr(self.plm, "base_model", self.plm)
+        return tuple((id(p), p._version, p.dtype, p.device) for p in encoder.parameters())
 
     def _drop_stale_cache(self, device_type: str) -> None:
         """A cached M(x) holds the PLM weights of the pass that made it: once they change (the PLM fine-tunes,

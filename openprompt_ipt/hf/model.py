@@ -9,6 +9,7 @@ in by the same functions the OpenPrompt templates call (``openprompt_ipt.prompti
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from types import SimpleNamespace
 from typing import Optional
 
@@ -25,7 +26,7 @@ from .gradient_checkpointing import GradientCheckpointingMixin
 from .habits import PeftHabitsMixin
 from .instance_tokens import added_ids, instance_tokens
 from .padding import caller_order, right_padding_order, take
-from .saving import NonFiniteWeightsWarning, SavingMixin
+from .saving import LOADING_SAVED, NonFiniteWeightsWarning, SavingMixin
 from .tokenizer_check import _load_tokenizer, check_against_model, tokenizer_record
 
 # heads whose per-position outputs the prompt positions would shift, unseen (start/end logits, choices, pretraining
@@ -37,6 +38,13 @@ NOT_TRACEABLE = ("InstancePromptModel cannot be traced or exported (torch.jit.tr
                  "its prompt is made per batch by steps that depend on the tokens, which a trace records as constants "
                  "for every later batch; serve the eager model (model.eval() under torch.inference_mode()), or "
                  "torch.compile(model)")
+
+# on the base: the head modules every InstancePromptModel built on it has trained (modules_to_save), so far
+WRAPPED_HEADS = "_instance_prompt_heads"
+
+
+class SharedBaseWarning(UserWarning):
+    """A base wrapped again while an earlier wrapper's head (trained in place) is still its head."""
 
 
 class InstancePromptModel(SavingMixin, GradientCheckpointingMixin, PeftHabitsMixin, nn.Module):
@@ -81,6 +89,9 @@ class InstancePromptModel(SavingMixin, GradientCheckpointingMixin, PeftHabitsMix
             if self.injector is not None:
                 self.injector.remove()
             raise
+        if self.injector is not None:
+            self.injector.remove_with(self)
+        _mark_base(model, self.modules_to_save)  # only once built: a refused wrap leaves no mark on the base
 
     def _build_prompt(self, model, config, tokenizer, head, label_word_ids) -> None:
         embedding = model.get_input_embeddings()
@@ -260,6 +271,21 @@ class InstancePromptModel(SavingMixin, GradientCheckpointingMixin, PeftHabitsMix
         return trim_outputs(view, n_prefix) if self.placement is None else release_prompts(None, view, keep)
 
 
+def _mark_base(model, heads) -> None:
+    """Say so when ``model`` was wrapped before: the head trains in place (it is the base's own module), so a sweep
+    that wraps one base again and again started each method from the previous one's trained head, and training it
+    changed the earlier model's outputs, silently. ``from_pretrained`` loads its own head over it: not said there."""
+    earlier = model.__dict__.get(WRAPPED_HEADS, frozenset())
+    shared = [name for name in heads if name in earlier]
+    if shared and not LOADING_SAVED.get():
+        warnings.warn(f"this {type(model).__name__} already carries an instance prompt (an earlier "
+                      f"get_instance_prompt_model on it): its {', '.join(shared)} is shared and trains in place, so this "
+                      "model starts from the head the earlier one trained, and training either one changes the other's "
+                      "outputs; wrap a fresh base for each model (from_pretrained again, or copy.deepcopy(base) before "
+                      "the first wrap)", SharedBaseWarning, stacklevel=4)
+    model.__dict__[WRAPPED_HEADS] = earlier | frozenset(heads)
+
+
 def _name_classes(config, classes: int) -> None:
     """A masked LM read through label words is a classifier of ``classes`` classes: its config says so, as readers of
     ``id2label`` expect (the text-classification pipeline names each class by it: a masked LM's default 2 labels
@@ -292,4 +318,4 @@ def get_instance_prompt_model(model: nn.Module, config: InstancePromptConfig, to
     return InstancePromptModel(model, config, tokenizer=tokenizer)
 
 
-__all__ = ["InstancePromptModel", "NonFiniteWeightsWarning", "get_instance_prompt_model"]
+__all__ = ["InstancePromptModel", "NonFiniteWeightsWarning", "SharedBaseWarning", "get_instance_prompt_model"]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from contextvars import ContextVar
 from typing import Optional
 
 import torch
@@ -27,6 +28,10 @@ TORCH_WEIGHTS_FILE = WEIGHTS_NAME  # what Trainer.save_model / checkpoints write
 # what a saved prompt must agree on with the model it is loaded onto
 FINGERPRINT = ("model_type", "hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size",
                "max_position_embeddings", "num_labels")
+
+
+# set while from_pretrained rebuilds a saved model: the head it loads then replaces the base's on purpose
+LOADING_SAVED: ContextVar[bool] = ContextVar("openprompt_ipt_hf_loading_saved", default=False)
 
 
 def fingerprint(model: nn.Module) -> dict:
@@ -209,8 +214,12 @@ class SavingMixin:
             tokenizer = _saved_tokenizer(directory, saved.get("tokenizer") or {}, model)
         check_against_record(tokenizer, saved.get("tokenizer"), directory)
         try:
-            with rebuilding_saved(saved.get("exports_in_weights")):  # what the weights hold is not read from exports
-                wrapped = cls(model, InstancePromptConfig.from_dict(prompt), tokenizer=tokenizer)
+            loading = LOADING_SAVED.set(True)
+            try:
+                with rebuilding_saved(saved.get("exports_in_weights")):  # what the weights hold is not read from exports
+                    wrapped = cls(model, InstancePromptConfig.from_dict(prompt), tokenizer=tokenizer)
+            finally:
+                LOADING_SAVED.reset(loading)
         except FileNotFoundError as e:  # an export the weights do not hold (a frozen table), moved or deleted
             raise FileNotFoundError(cannot_rebuild(directory, e, "the model", "then load it again")) from None
         check_exported_tables(wrapped, saved.get("exported_tables"), directory)

@@ -19,6 +19,7 @@ prompts may be computed lazily per layer from the previous layer's output (M-IDP
 from __future__ import annotations
 
 import inspect
+import weakref
 from contextlib import contextmanager
 from functools import partial
 from dataclasses import dataclass
@@ -133,10 +134,12 @@ class ArmedHooks:
         carry_prompt(self.checkpointable, self)
 
     def watch_forwards(self, model: nn.Module) -> None:
-        """A pre-hook on the whole PLM: the first forward after ``arm`` is the plan's own. A plan still armed when
-        the next forward starts was left by a forward that never finished (Ctrl-C, out of memory: nothing disarmed
-        it); it is dropped, so its stale prompt never reaches another template's, or the plain PLM's, forward."""
-        self.handles.append(model.register_forward_pre_hook(self._claim))
+        """A pre-hook on the PLM's encoder (``base_model``): the first forward after ``arm`` is the plan's own. A plan
+        still armed when the next forward starts was left by a forward that never finished (Ctrl-C, out of memory:
+        nothing disarmed it); it is dropped, so its stale prompt never reaches another template's, or the plain
+        PLM's, forward. On the encoder, not the head model: passes that run the encoder alone (another IDPG
+        template's prompt-free M(x) pass, a user's ``plm.bert(...)``) claim too, else they ran with the stale prompt."""
+        self.handles.append(getattr(model, "base_model", model).register_forward_pre_hook(self._claim))
         self.checkpointable = checkpointable(model)
 
     def _claim(self, module, args):
@@ -157,6 +160,12 @@ class ArmedHooks:
             yield
         finally:
             self.plan = plan
+
+    def remove_with(self, owner) -> None:
+        """The hooks leave the PLM when ``owner`` (the template or model that armed them) is garbage: a notebook or a
+        sweep that wraps one PLM again and again kept every earlier wrapper's hooks on it, idle but run on every
+        forward, and their injectors alive, for as long as the PLM lived."""
+        weakref.finalize(owner, self.remove)
 
     def remove(self) -> None:
         for h in self.handles:

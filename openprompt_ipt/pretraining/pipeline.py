@@ -61,7 +61,7 @@ def initial_embedding(init: str, path: str, dim: Optional[int], vocab: int):
             weight = AutoModel.from_pretrained(path).get_input_embeddings().weight.detach().float().clone()
         finally:  # the caller's settings back: bars a notebook switched off stay off
             hf_logging.set_verbosity(verbosity)
-            if bars:
+            if bars:  # the caller's choice, as it was: bars a caller had turned off stay off
                 hf_logging.enable_progress_bar()
         if dim and int(dim) != weight.shape[1]:
             raise ValueError(f"classifier.dim={dim} but the PLM's embeddings are {weight.shape[1]}-d: leave dim unset "

@@ -84,6 +84,8 @@ class GeneratedPrefixTemplate(TrainedTemplateMixin, MixedTemplate):
             if self.injector is not None:  # no hooks of a template that was never built stay on the PLM
                 self.injector.remove()
             raise
+        if self.injector is not None:
+            self.injector.remove_with(self)
 
     # ---- OpenPrompt hooks -------------------------------------------------------------------
     def on_text_set(self):
