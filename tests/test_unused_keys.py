@@ -142,7 +142,8 @@ def test_the_run_prints_the_notes_first_and_keeps_them_and_the_test_cap(tiny_mod
                      "--set", "train.lr_plm=1e-5", "--set", "dataset.max_eval=4"]) == 0
     printed = capsys.readouterr().out.splitlines()
     note = "note: train.lr_plm = 1e-05 is not used: plm.freeze is true (the PLM does not train)"
-    assert printed[0] == note  # before the data line and any score
+    assert printed[0].startswith("run: tiny: checking the config")  # said at once, before the heavy imports
+    assert printed[1] == note  # then the config check's notes, before the data line and any score
     assert "test: 4 of the reported split's 6 rows, a seeded sample (dataset.max_eval = 4)" in printed
     assert any(line.startswith("| test (official val, 4 of 6 sampled by dataset.max_eval)") for line in printed)
     metrics = json.load(open(os.path.join(out, "tiny", "seed3", "metrics.json")))
