@@ -152,3 +152,44 @@ def test_runner_trains_resumes_and_predicts_on_a_gpu(tiny_model_dir, tmp_path): 
     assert all(t.device.type == "cpu" for t in load_file(str(run_dir / "best.safetensors")).values())
     accuracy = sum(p["label"] == r["label"] for p, r in zip(preds, rows)) / len(rows)
     assert accuracy == pytest.approx(gpu["test"]["accuracy"])
+
+
+# 🤗 door methods whose nn.DataParallel copies compute their own logits: the prompt is made and spliced in the
+# copied modules alone; every other method refuses DataParallel in one line (openprompt_ipt/hf/replicas.py)
+DATA_PARALLEL_SAFE = ("prompt_tuning", "ipt-random", "ipt-pretrained")
+
+
+@pytest.fixture
+def replicate(monkeypatch):
+    """nn.DataParallel's own ``replicate`` onto two devices, the CPU ("GPU 0") and the fake GPU ("GPU 1")."""
+    import importlib
+
+    module = importlib.import_module("torch.nn.parallel.replicate")
+
+    def broadcast(tensors, devices, detach=False):
+        kept = [t.detach() if detach else t for t in tensors]
+        return [kept, [t.to(GPU) for t in kept]]
+    monkeypatch.setattr(module, "_broadcast_coalesced_reshape", broadcast)
+    monkeypatch.setattr(module, "_get_device_index", lambda device, optional=False: device)
+    return lambda model: module.replicate(model, [0, 1])
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_hf_door_under_data_parallel_computes_each_copys_logits_or_refuses(bert, case, tmp_path, replicate):
+    """The stock Trainer wraps the model in nn.DataParallel when one process sees several GPUs. Kv / hidden / late
+    prompts went through hooks all copies share (run at once, one copy's prompts, or none, reached another's
+    layers: wrong logits without a word), and IDPG / encoder generators read the backbone outside the copies (a
+    device error, or a StopIteration from a copy's empty ``parameters()``)."""
+    mlm, tok = bert
+    model = get_model(mlm, tok, case, tmp_path)
+    batch = padded(tok, "right")
+    with torch.no_grad():
+        reference = model(**batch).logits
+        with fake_gpu():
+            first, second = replicate(model)
+            if case not in DATA_PARALLEL_SAFE:
+                with pytest.raises(RuntimeError, match=r"nn\.DataParallel .*torchrun --nproc_per_node N"):
+                    second(**on(batch, GPU))
+                return
+            torch.testing.assert_close(second(**on(batch, GPU)).logits.cpu(), reference, rtol=0, atol=ATOL)
+            torch.testing.assert_close(first(**batch).logits, reference, rtol=0, atol=ATOL)

@@ -25,6 +25,7 @@ from .gradient_checkpointing import GradientCheckpointingMixin
 from .habits import PeftHabitsMixin
 from .instance_tokens import added_ids, instance_tokens
 from .padding import caller_order, right_padding_order, take
+from .replicas import refuse_data_parallel
 from .saving import NonFiniteWeightsWarning, SavingMixin
 from .tokenizer_check import _load_tokenizer, check_against_model, tokenizer_record
 
@@ -157,6 +158,8 @@ class InstancePromptModel(SavingMixin, GradientCheckpointingMixin, PeftHabitsMix
                 num_items_in_batch: Optional[torch.Tensor | int] = None, task_type_ids: Optional[torch.Tensor] = None):
         """``task_type_ids``: ERNIE's task ids (``use_task_id``), widened over the prompt's positions with each
         example's own id."""
+        if getattr(self, "_is_replica", False):  # a copy nn.DataParallel made for one GPU
+            refuse_data_parallel(self)
         if input_ids is None:
             raise ValueError("InstancePromptModel needs input_ids (the instance prompt is made from the tokens)")
         if attention_mask is None:
