@@ -48,6 +48,10 @@ class FakeGpuTensor(torch.Tensor):
     def __repr__(self):
         return f"FakeGpuTensor({self.elem!r})"
 
+    @property
+    def is_meta(self):  # it stands for a CUDA tensor, which is not meta (the label is only for torch's C++ checks)
+        return False
+
     def tolist(self):  # torch refuses it for any subclass; a CUDA tensor gives its values
         return self.elem.tolist()
 
@@ -111,7 +115,8 @@ class FakeGpuMode(TorchDispatchMode):  # sees factories too (no tensor argument 
 
 def _target(args, kwargs):
     """The device a ``Tensor.to`` call names, or None."""
-    device, _, _, _ = torch._C._nn._parse_to(*args, **kwargs)
+    named = {k: v for k, v in kwargs.items() if k in ("device", "dtype")}
+    device, _, _, _ = torch._C._nn._parse_to(*[a for a in args if not isinstance(a, bool)], **named)
     return device
 
 

@@ -193,3 +193,29 @@ def test_hf_door_under_data_parallel_computes_each_copys_logits_or_refuses(bert,
                 return
             torch.testing.assert_close(second(**on(batch, GPU)).logits.cpu(), reference, rtol=0, atol=ATOL)
             torch.testing.assert_close(first(**batch).logits, reference, rtol=0, atol=ATOL)
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_hf_door_wraps_a_base_already_on_the_gpu(bert, case, tmp_path):
+    """``from_pretrained(path, device_map="cuda")`` (or ``base.cuda()``), then ``get_instance_prompt_model``: the
+    prompt is made where the base is, as PEFT places its adapters; it was made on the CPU, and a forward outside
+    the Trainer (which moves the whole model) failed on tensors on two devices."""
+    from openprompt_ipt.hf import get_instance_prompt_model
+
+    mlm, tok = bert
+    batch = padded(tok, "right")
+    config = config_for(case, tmp_path, mlm)
+    reference_base = classifier_from(mlm, initializer_range=0.2)
+    torch.manual_seed(3)  # the same prompt initialisation on both devices
+    reference_model = get_instance_prompt_model(reference_base, config, tok).eval()
+    with torch.no_grad():
+        reference = reference_model(**batch).logits
+    base = classifier_from(mlm, initializer_range=0.2)
+    with fake_gpu():
+        base.to(GPU)
+        torch.manual_seed(3)
+        model = get_instance_prompt_model(base, config, tokenizer=tok).eval()
+        assert all(t.device == GPU for t in list(model.parameters()) + list(model.buffers()))
+        with torch.no_grad():
+            logits = model(**on(batch, GPU)).logits
+    torch.testing.assert_close(logits.cpu(), reference, rtol=0, atol=ATOL)

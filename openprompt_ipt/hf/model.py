@@ -69,12 +69,27 @@ class InstancePromptModel(SavingMixin, GradientCheckpointingMixin, PeftHabitsMix
         self.injector = None
         try:
             self._build_prompt(model, config, tokenizer, head, label_word_ids)
+            self._place_prompt(model.get_input_embeddings().weight.device)
         except BaseException:  # a refused setting leaves the caller's base as it was: trainable, without our hooks
             for p, flag in flags:
                 p.requires_grad_(flag)
             if self.injector is not None:
                 self.injector.remove()
             raise
+
+    def _place_prompt(self, device: torch.device) -> None:
+        """The prompt's own parts on the device of the base's input embeddings, as PEFT places its adapters: a base
+        loaded with ``device_map="cuda"`` (or moved before wrapping) got a prompt made on the CPU, and its first
+        forward outside the Trainer (which moves the whole model) failed on tensors on two devices."""
+        for child in self.children():
+            if child is not self.base_model:
+                child.to(device)
+        for name, param in self._parameters.items():
+            if param is not None and param.device != device:
+                self._parameters[name] = nn.Parameter(param.detach().to(device), requires_grad=param.requires_grad)
+        for name, buffer in self._buffers.items():
+            if buffer is not None:
+                self._buffers[name] = buffer.to(device)
 
     def _build_prompt(self, model, config, tokenizer, head, label_word_ids) -> None:
         embedding = model.get_input_embeddings()
