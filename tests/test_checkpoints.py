@@ -290,3 +290,29 @@ def test_an_interrupt_while_a_step_is_saved_again_keeps_a_checkpoint_to_resume(t
     save_checkpoint(run, {"w": torch.zeros(2)}, None, {**state, "tag": "second"}, {"seed": 0})  # the next save heals it
     assert load_checkpoint(latest_checkpoint(run))["state"]["tag"] == "second"
     assert sorted(os.listdir(os.path.dirname(latest_checkpoint(run)))) == ["latest", "step-0000005"]
+
+
+class _CudaGenerator:
+    def __init__(self):
+        self.state = None
+
+    def set_state(self, state):
+        self.state = state
+
+
+def test_a_checkpoint_from_a_machine_with_more_gpus_resumes_on_one_with_fewer(monkeypatch):
+    """A run checkpointed where 2 GPUs were visible (``get_rng_state_all`` saves one state per GPU) resumed with
+    one (another machine, ``CUDA_VISIBLE_DEVICES=0``): was an IndexError from inside torch.cuda on resume. The
+    GPU there continues the saved stream of GPU 0; the absent GPU's state has nothing to continue."""
+    from openprompt_ipt.training.checkpoint import rng_state, set_rng_state
+
+    state = rng_state()
+    saved = [torch.full((16,), 7, dtype=torch.uint8), torch.full((16,), 9, dtype=torch.uint8)]
+    state["cuda"] = saved
+    gpu0 = _CudaGenerator()
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(torch.cuda, "default_generators", (gpu0,))
+    monkeypatch.setattr(torch.cuda.random, "_lazy_call", lambda callback: callback())  # CUDA "initialised"
+    set_rng_state(state)
+    assert torch.equal(gpu0.state, saved[0])

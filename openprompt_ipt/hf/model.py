@@ -26,6 +26,7 @@ from .gradient_checkpointing import GradientCheckpointingMixin
 from .habits import PeftHabitsMixin
 from .instance_tokens import added_ids, instance_tokens
 from .padding import caller_order, right_padding_order, take
+from .replicas import refuse_data_parallel
 from .saving import LOADING_SAVED, NonFiniteWeightsWarning, SavingMixin
 from .tokenizer_check import _load_tokenizer, check_against_model, tokenizer_record
 
@@ -83,6 +84,7 @@ class InstancePromptModel(SavingMixin, GradientCheckpointingMixin, PeftHabitsMix
         try:
             self._build_prompt(model, config, tokenizer, head, label_word_ids)
             self._refuse_empty_prompt(head)
+            self._place_prompt(model.get_input_embeddings().weight.device)
         except BaseException:  # a refused setting leaves the caller's base as it was: trainable, without our hooks
             for p, flag in flags:
                 p.requires_grad_(flag)
@@ -92,6 +94,20 @@ class InstancePromptModel(SavingMixin, GradientCheckpointingMixin, PeftHabitsMix
         if self.injector is not None:
             self.injector.remove_with(self)
         _mark_base(model, self.modules_to_save)  # only once built: a refused wrap leaves no mark on the base
+
+    def _place_prompt(self, device: torch.device) -> None:
+        """The prompt's own parts on the device of the base's input embeddings, as PEFT places its adapters: a base
+        loaded with ``device_map="cuda"`` (or moved before wrapping) got a prompt made on the CPU, and its first
+        forward outside the Trainer (which moves the whole model) failed on tensors on two devices."""
+        for child in self.children():
+            if child is not self.base_model:
+                child.to(device)
+        for name, param in self._parameters.items():
+            if param is not None and param.device != device:
+                self._parameters[name] = nn.Parameter(param.detach().to(device), requires_grad=param.requires_grad)
+        for name, buffer in self._buffers.items():
+            if buffer is not None:
+                self._buffers[name] = buffer.to(device)
 
     def _build_prompt(self, model, config, tokenizer, head, label_word_ids) -> None:
         embedding = model.get_input_embeddings()
@@ -188,6 +204,8 @@ class InstancePromptModel(SavingMixin, GradientCheckpointingMixin, PeftHabitsMix
         example's own id."""
         if torch.jit.is_tracing() or torch.compiler.is_exporting():
             raise RuntimeError(NOT_TRACEABLE)
+        if getattr(self, "_is_replica", False):  # a copy nn.DataParallel made for one GPU
+            refuse_data_parallel(self)
         if input_ids is None:
             raise ValueError("InstancePromptModel needs input_ids (the instance prompt is made from the tokens)")
         if attention_mask is None:
