@@ -15,7 +15,7 @@ import json
 import os
 import sys
 
-from . import invoked_as
+from .prog import invoked_as
 from ..runner.run_dirs import check_output_folder
 
 

@@ -66,7 +66,7 @@ def training(run=None, resume: bool = False):
 def _script_name(argv, prog=None) -> str:
     """What the user ran, for the --resume line: experiments/run.py (or a peer runner) in a clone, else the console
     command ``openprompt-ipt run``."""
-    from . import invoked_as
+    from .prog import invoked_as
 
     return invoked_as(argv, prog, "run")
 
