@@ -169,19 +169,31 @@ def load_trainable(module: nn.Module, path: str, fix: str = "re-create it (rerun
         raise FileNotFoundError(f"weights file '{path}' not found: {fix}")
     state = read_safetensors(path, fix)
     own = dict(module.named_parameters())
+    missing = [k for k, p in own.items() if complete and p.requires_grad and k not in state and not k.startswith(tuple(skip))]
+    if missing:
+        raise ValueError(f"'{path}' lacks {len(missing)} trained tensor(s) of this model ({listed(missing)}): they "
+                         f"would predict from their untrained start (saved from another config or release?); {fix}")
+    load_state(module, state, path, fix)
+
+
+def listed(names, most: int = 3) -> str:
+    """The first ``most`` names, then ', ...' when there are more."""
+    return ", ".join(names[:most]) + (", ..." if len(names) > most else "")
+
+
+def load_state(module: nn.Module, state: dict, path: str, fix: str) -> None:
+    """``state`` (read from ``path``) into ``module``'s parameters of the same names, each name, shape and value
+    checked before the first copy: a refused file leaves the module as it was."""
+    own = dict(module.named_parameters())
     unknown = [k for k in state if k not in own]
     if unknown:
         raise ValueError(f"'{path}' has weights this module lacks: {unknown[:5]} (was it saved from another config?)")
-    missing = [k for k, p in own.items() if complete and p.requires_grad and k not in state and not k.startswith(tuple(skip))]
-    if missing:
-        raise ValueError(f"'{path}' lacks {len(missing)} trained tensor(s) of this model ({', '.join(missing[:3])}"
-                         f"{', ...' if len(missing) > 3 else ''}): they would predict from their untrained start "
-                         f"(saved from another config or release?); {fix}")
     for name, tensor in state.items():
         if own[name].shape != tensor.shape:
             raise ValueError(f"'{path}': {name} is {tuple(tensor.shape)} but the module expects {tuple(own[name].shape)}")
         if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):  # its argmax is a confident label
             raise ValueError(f"'{path}': {name} holds NaN / inf values (the training that saved it diverged): {fix}")
+    for name, tensor in state.items():
         own[name].data.copy_(tensor)
 
 

@@ -109,7 +109,15 @@ def test_predict_names_each_row_whose_text_is_null_a_number_or_empty_and_scores_
     err = [line for line in capsys.readouterr().err.split("\n") if line.startswith("error:")]  # not the weight-loading bar
     assert err[:4] == [f"error: {line}" for line in expected]
     assert err[4].startswith("error: 4 of 5 input rows cannot be scored") and len(err) == 5
+    assert err[4].endswith("or leave them out (experiments/predict.py --skip-bad-rows)")
     assert not out.exists()
+    # the console command names itself, not the clone's script (a pip install has no experiments/)
+    from openprompt_ipt.commands import main as console
+
+    assert console(["predict", "--run", run, "--input", str(path), "--output", str(out)]) == 2
+    err = [line for line in capsys.readouterr().err.split("\n") if line.startswith("error:")]
+    assert err[4].endswith("or leave them out (openprompt-ipt predict --skip-bad-rows)") and len(err) == 5
+    assert "on_bad_row" in e.value.summary  # from Python: the keyword that does it
     # --skip-bad-rows: the good row is scored (its guid keeps its place), each bad one named
     assert cli.main(["--run", run, "--input", str(path), "--output", str(out), "--skip-bad-rows"]) == 0
     preds = [json.loads(line) for line in open(out)]

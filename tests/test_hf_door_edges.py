@@ -560,3 +560,40 @@ def test_a_deleted_model_takes_its_hooks_off_the_base(bert, tmp_path):
     del kept
     gc.collect()
     assert hooks() == before
+
+
+@pytest.mark.parametrize("case", ["p_tuning_v2-kv", "ipt-random"])
+def test_a_refused_folder_leaves_the_given_base_as_it_was(bert, case, tmp_path):
+    """A tampered model.safetensors whose last tensor has another shape: from_pretrained(base, dir) copied the
+    tensors before it (the base's own head among them) and left the base frozen with the prompt's hooks on it,
+    then refused. Now every name and shape is checked first: the base keeps its weights, flags and no hooks."""
+    from safetensors.torch import load_file, save_file
+
+    from openprompt_ipt.hf.model import WRAPPED_HEADS
+
+    mlm, tok = bert
+    model = _wrap(classifier_from(mlm, initializer_range=0.2), case, tmp_path, mlm, tok)
+    with torch.no_grad():
+        model.base_model.classifier.weight.add_(1.0)  # a trained head: the given base's own one differs
+    folder = tmp_path / "p"
+    model.save_pretrained(str(folder))
+    state = load_file(str(folder / "model.safetensors"))
+    names = [k for k in state if k != "instance_prompt_config"]
+    assert any(k.startswith("base_model.classifier") for k in names[:-1])  # the head comes before the bad tensor
+    state[names[-1]] = torch.zeros(*state[names[-1]].shape[:-1], state[names[-1]].shape[-1] + 1)
+    save_file(state, str(folder / "model.safetensors"), metadata={"format": "pt"})
+    base = classifier_from(mlm, initializer_range=0.2)
+    base.bert.embeddings.requires_grad_(False)  # the caller's own choice of what trains
+    before = {n: p.detach().clone() for n, p in base.named_parameters()}
+    flags = {n: p.requires_grad for n, p in base.named_parameters()}
+    with pytest.raises(ValueError, match="but the prompt expects") as e:
+        InstancePromptModel.from_pretrained(base, str(folder), tok)
+    _one_line(e)
+    assert all(torch.equal(p, before[n]) for n, p in base.named_parameters())
+    assert {n: p.requires_grad for n, p in base.named_parameters()} == flags
+    assert not any(m._forward_hooks or m._forward_pre_hooks for m in base.modules())
+    assert WRAPPED_HEADS not in base.__dict__
+    # the base wraps as a fresh one afterwards (no SharedBaseWarning), and the untampered folder still loads
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SharedBaseWarning)
+        get_instance_prompt_model(base, config_for(case, tmp_path, mlm), tokenizer=tok)

@@ -226,3 +226,91 @@ def test_a_run_saved_with_another_tokenizer_is_refused(stage1, tiny_model_dir, t
         run_experiment(cfg(tiny_model_dir, root, "cb", TEXT_CB, init_from=str(fake)), output_dir=str(tmp_path / "z"),
                        show_progress=False)
     assert "\n" not in str(err.value) and not (tmp_path / "z").exists()
+
+
+def copy_run(first, fake, edit=None):
+    """A copy of the run's files init_from reads; ``edit(state)`` changes its template weights first."""
+    from safetensors import safe_open
+    from safetensors.torch import save_file
+
+    os.makedirs(fake / "template")
+    for name in ("config.json", "metrics.json", "template/template_config.json"):
+        (fake / name).write_bytes(open(os.path.join(first, name), "rb").read())
+    path = os.path.join(first, "template", "template.safetensors")
+    with safe_open(path, "pt") as f:
+        state, meta = {k: f.get_tensor(k) for k in f.keys()}, f.metadata()
+    (edit or (lambda s: None))(state)
+    save_file(state, str(fake / "template" / "template.safetensors"), metadata=meta)
+    return str(fake)
+
+
+def test_a_template_file_that_lacks_a_trained_tensor_is_refused(stage1, tiny_model_dir, tmp_path):  # noqa: F811
+    """A template.safetensors without one of the tensors this run's prompt trains (another release's file, an edit):
+    that tensor trained from its fresh start while the log said the run started from the source's prompt."""
+    from openprompt_ipt.runner.experiment import run_experiment
+
+    root, first = stage1
+    dropped = []
+    fake = copy_run(first, tmp_path / "fake_run", lambda s: dropped.append(sorted(s)[0]) or s.pop(dropped[0]))
+    with pytest.raises(ValueError, match=rf"init_from '.*fake_run': its template/template.safetensors lacks 1 "
+                                         rf"tensor\(s\) this run's prompt trains \({dropped[0]}\): they would train "
+                                         r"from a fresh start, not from that run .* --overwrite\)") as err:
+        run_experiment(cfg(tiny_model_dir, root, "cb", TEXT_CB, init_from=fake), output_dir=str(tmp_path / "z"),
+                       show_progress=False)
+    assert "\n" not in str(err.value) and not (tmp_path / "z").exists()
+
+
+SOFT_CB = '{"placeholder":"text_a"} {"soft": "answer"} {"soft"}: {"placeholder":"text_b"} ? {"mask"} .'
+
+
+def test_soft_tokens_of_another_text_start_fresh_and_are_said(
+        stage1, tiny_model_dir, tmp_path, monkeypatch, capsys):  # noqa: F811
+    """The text may differ, and {"soft"} tokens are part of it: a stage-2 text with soft tokens the stage-1 text lacked
+    starts them fresh (from their words) and says so; a stage-1 run with soft tokens into a text without them (it
+    was refused: 'soft_embedding.weight is (3, H) but the module expects (1, H)') leaves them out and says so.
+    Every other tensor still starts from the source."""
+    from openprompt_ipt.runner.experiment import run_experiment
+
+    root, first = stage1
+    result, start = run_capturing_start(cfg(tiny_model_dir, root, "cb", SOFT_CB, init_from=first),
+                                        str(tmp_path / "soft"), monkeypatch)
+    trained = saved_template(first)
+    assert "soft_embedding.weight" not in trained and start["template"]["soft_embedding.weight"].shape[0] == 3
+    assert all(torch.equal(start["template"][n], v) for n, v in trained.items())
+    assert result["init_from"]["fresh"] == ["soft_embedding.weight"] and result["init_from"]["not_used"] == []
+    out = capsys.readouterr().out
+    assert "fresh (this text's {\"soft\"} tokens, not that run's): soft_embedding.weight" in out
+    # the other way: a stage-1 run with soft tokens, a stage-2 text without
+    soft_first = str(tmp_path / "soft_stage1" / "seed3")
+    run_experiment(cfg(tiny_model_dir, root, "rte", SOFT_CB), output_dir=soft_first, show_progress=False)
+    assert saved_template(soft_first)["soft_embedding.weight"].shape[0] == 3
+    result, start = run_capturing_start(cfg(tiny_model_dir, root, "cb", TEXT_CB, init_from=soft_first),
+                                        str(tmp_path / "plain"), monkeypatch)
+    assert result["init_from"]["fresh"] == [] and result["init_from"]["not_used"] == ["soft_embedding.weight"]
+    kept = {n: v for n, v in saved_template(soft_first).items() if not n.startswith("soft_embedding.")}
+    assert kept and all(torch.equal(start["template"][n], v) for n, v in kept.items())
+    assert "not used (that run's {\"soft\"} tokens): soft_embedding.weight" in capsys.readouterr().out
+
+
+def test_a_head_file_that_lacks_a_trained_tensor_is_refused(stage1, tiny_model_dir, tmp_path):  # noqa: F811
+    """Labels match, so the head comes along: a best.safetensors without one of the head's tensors loaded the rest
+    and said 'loaded', the missing one training from its fresh start."""
+    from safetensors.torch import load_file, save_file
+
+    from openprompt_ipt.runner.experiment import run_experiment
+
+    root, first = stage1
+    fake = copy_run(first, tmp_path / "fake_run")
+    best = load_file(os.path.join(first, "best.safetensors"))
+    head = sorted(k for k in best if k.startswith("verbalizer."))
+    assert len(head) > 1
+    del best[head[-1]]
+    save_file(best, os.path.join(fake, "best.safetensors"))
+    with pytest.raises(ValueError, match=rf"init_from '.*fake_run': its best.safetensors lacks 1 head tensor\(s\) this "
+                                         rf"run's verbalizer trains \({head[-1]}\): train init_from's run") as err:
+        run_experiment(cfg(tiny_model_dir, root, "rte", TEXT_CB, init_from=fake), output_dir=str(tmp_path / "z"),
+                       show_progress=False)
+    assert "\n" not in str(err.value) and not (tmp_path / "z").exists()
+    # init_head: false does not read it
+    run_experiment(cfg(tiny_model_dir, root, "rte", TEXT_CB, init_from=fake, init_head=False),
+                   output_dir=str(tmp_path / "w"), show_progress=False)

@@ -6,7 +6,7 @@ import os
 import sys
 from typing import List, Optional
 
-PROG = "openprompt-ipt"
+from .prog import PROG
 
 USAGE = f"""usage: {PROG} [--version] <command> [options]
 

@@ -15,6 +15,7 @@ import json
 import os
 import sys
 
+from .prog import invoked_as
 from ..runner.run_dirs import check_output_folder
 
 
@@ -63,6 +64,7 @@ def main(argv=None, prog=None) -> int:
 
         rows = read_jsonl(args.input)
         predictor = load_run(run_dir, device=args.device)
+        predictor.skip_hint = f"{invoked_as(argv, p.prog, 'predict')} --skip-bad-rows"  # the command the user ran
         predictions = predictor.predict(rows, on_bad_row=skip if args.skip_bad_rows else None)
         if predictor.precision_note():
             print(predictor.precision_note(), file=sys.stderr)

@@ -65,15 +65,10 @@ def training(run=None, resume: bool = False):
 
 def _script_name(argv, prog=None) -> str:
     """What the user ran, for the --resume line: experiments/run.py (or a peer runner) in a clone, else the console
-    command ``openprompt-ipt run`` (also in a clone: an editable install's command is still that command)."""
-    if (prog or "").startswith("openprompt-ipt"):
-        return prog
-    if argv is None and os.path.basename(sys.argv[0]).endswith(".py") and os.path.basename(sys.argv[0]) != "__main__.py":
-        return sys.argv[0]
-    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "experiments", "run.py")
-    if argv is not None and os.path.isfile(script):  # called from Python in a clone (experiments/run.py's main)
-        return os.path.relpath(os.path.normpath(script))
-    return "openprompt-ipt run"
+    command ``openprompt-ipt run``."""
+    from .prog import invoked_as
+
+    return invoked_as(argv, prog, "run")
 
 
 def main(argv=None, parser=None, run_for=None) -> int:

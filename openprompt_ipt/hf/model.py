@@ -78,7 +78,7 @@ class InstancePromptModel(SavingMixin, GradientCheckpointingMixin, PeftHabitsMix
         self._prompt_off = self._checkpointing = False
         label_word_ids = self._label_word_ids(model, tokenizer, config.label_words)  # refused before the base is touched
         self.base_model = model
-        flags = [(p, p.requires_grad) for p in model.parameters()]
+        as_it_was = self.base_as_it_is(model)
         model.requires_grad_(False)
         self.injector = None
         try:
@@ -86,14 +86,35 @@ class InstancePromptModel(SavingMixin, GradientCheckpointingMixin, PeftHabitsMix
             self._refuse_empty_prompt(head)
             self._place_prompt(model.get_input_embeddings().weight.device)
         except BaseException:  # a refused setting leaves the caller's base as it was: trainable, without our hooks
-            for p, flag in flags:
-                p.requires_grad_(flag)
-            if self.injector is not None:
-                self.injector.remove()
+            self.give_back_base(as_it_was)
             raise
         if self.injector is not None:
             self.injector.remove_with(self)
         _mark_base(model, self.modules_to_save)  # only once built: a refused wrap leaves no mark on the base
+
+    @staticmethod
+    def base_as_it_is(model) -> dict:
+        """What wrapping changes on the caller's ``model`` (which parameters train, the mark of earlier wraps, the
+        class names a label-word prompt sets), for ``give_back_base``."""
+        cfg = model.config
+        return {"flags": [(p, p.requires_grad) for p in model.parameters()], "mark": model.__dict__.get(WRAPPED_HEADS),
+                "labels": (dict(getattr(cfg, "id2label", None) or {}), dict(getattr(cfg, "label2id", None) or {}))}
+
+    def give_back_base(self, as_it_was: dict) -> None:
+        """Undo the wrap on the base (a refused setting, a refused ``from_pretrained``): its parameters train as
+        they did, our hooks are off it, and it carries no mark or class names of ours."""
+        model = self.base_model
+        for p, flag in as_it_was["flags"]:
+            p.requires_grad_(flag)
+        if self.injector is not None:
+            self.injector.remove()
+        if as_it_was["mark"] is None:
+            model.__dict__.pop(WRAPPED_HEADS, None)
+        else:
+            model.__dict__[WRAPPED_HEADS] = as_it_was["mark"]
+        id2label, label2id = as_it_was["labels"]
+        if id2label and dict(getattr(model.config, "id2label", None) or {}) != id2label:
+            model.config.id2label, model.config.label2id = id2label, label2id
 
     def _place_prompt(self, device: torch.device) -> None:
         """The prompt's own parts on the device of the base's input embeddings, as PEFT places its adapters: a base

@@ -213,6 +213,7 @@ class SavingMixin:
         if tokenizer is None:
             tokenizer = _saved_tokenizer(directory, saved.get("tokenizer") or {}, model)
         check_against_record(tokenizer, saved.get("tokenizer"), directory)
+        as_it_was = cls.base_as_it_is(model)
         try:
             loading = LOADING_SAVED.set(True)
             try:
@@ -222,20 +223,12 @@ class SavingMixin:
                 LOADING_SAVED.reset(loading)
         except FileNotFoundError as e:  # an export the weights do not hold (a frozen table), moved or deleted
             raise FileNotFoundError(cannot_rebuild(directory, e, "the model", "then load it again")) from None
-        check_exported_tables(wrapped, saved.get("exported_tables"), directory)
-        own = wrapped.saved_parameters()
-        # base weights the user unfroze and trained: saved as what required grad then, so loaded (and kept) as such
-        base = {n for n, _ in wrapped.base_model.named_parameters(prefix="base_model")}
-        unfrozen = sorted((set(weights) - set(own)) & base)
-        own.update((n, p) for n, p in wrapped.named_parameters() if n in unfrozen)
-        missing, unknown = sorted(set(own) - set(weights)), sorted(set(weights) - set(own))
-        if missing or unknown:
-            raise ValueError(f"'{directory}' lacks {missing[:3]} / has unknown {unknown[:3]}: it was not saved from a "
-                             f"'{prompt.get('method')}' prompt with this config")
+        try:  # every name and shape checked before the first copy: a refused folder leaves the base as it was
+            own, unfrozen = _check_weights(wrapped, weights, saved, directory)
+        except BaseException:
+            wrapped.give_back_base(as_it_was)
+            raise
         for name, tensor in weights.items():
-            if own[name].shape != tensor.shape:
-                raise ValueError(f"'{directory}': {name} is {tuple(tensor.shape)} but the prompt expects "
-                                 f"{tuple(own[name].shape)}")
             own[name].data.copy_(tensor)
         wrapped._trained_names |= frozenset(unfrozen)  # saved again, even once frozen for inference
         for name in unfrozen:
@@ -243,6 +236,26 @@ class SavingMixin:
         if not is_trainable:
             wrapped.requires_grad_(False)
         return wrapped.eval()  # ready to predict, as transformers' and PEFT's from_pretrained; the Trainer's train() trains
+
+
+def _check_weights(wrapped, weights: dict, saved: dict, directory: str):
+    """``(own, unfrozen)``: the parameters ``weights`` load into (names and shapes all checked, nothing copied yet)
+    and the base weights among them the user had unfrozen."""
+    check_exported_tables(wrapped, saved.get("exported_tables"), directory)
+    own = wrapped.saved_parameters()
+    # base weights the user unfroze and trained: saved as what required grad then, so loaded (and kept) as such
+    base = {n for n, _ in wrapped.base_model.named_parameters(prefix="base_model")}
+    unfrozen = sorted((set(weights) - set(own)) & base)
+    own.update((n, p) for n, p in wrapped.named_parameters() if n in unfrozen)
+    missing, unknown = sorted(set(own) - set(weights)), sorted(set(weights) - set(own))
+    if missing or unknown:
+        raise ValueError(f"'{directory}' lacks {missing[:3]} / has unknown {unknown[:3]}: it was not saved from a "
+                         f"'{saved.get('prompt', {}).get('method')}' prompt with this config")
+    for name, tensor in weights.items():
+        if own[name].shape != tensor.shape:
+            raise ValueError(f"'{directory}': {name} is {tuple(tensor.shape)} but the prompt expects "
+                             f"{tuple(own[name].shape)}")
+    return own, unfrozen
 
 
 def _read_saved(directory: str):

@@ -11,11 +11,13 @@ from __future__ import annotations
 import os
 from typing import Dict, List, Optional, Sequence
 
-from ..serialization import load_trainable, read_json
+from ..serialization import listed, load_state, read_json, read_safetensors
 from .config import flat_keys
 
 # template keys that say only how the text is worded: a run on another task may differ in them
 WORDING_KEYS = ("text",)
+TEXT_TENSORS = ("soft_embedding.",)  # the text's {"soft"} tokens: another text may have others (OpenPrompt's table)
+HOST_TENSORS = ("raw_embedding",)  # the PLM's own word embedding: never in template/ (it is not the prompt's)
 
 
 def read_source(run_dir: str, weights: Optional[str] = None) -> Dict:
@@ -83,19 +85,43 @@ def init_from_run(model, cfg: Dict, labels: Sequence[str], log=print) -> Dict:
     check_compatible(cfg, source, run_dir, source_metrics)
     check_backbone_shape(model, source_metrics, run_dir)
     weights = os.path.join(run_dir, "template", "template.safetensors")
+    fix = f"train init_from's run '{run_dir}' again (experiments/run.py ... --overwrite)"
     try:
         if hasattr(model.template, "check_saved_with"):  # our templates (openprompt/templates/persistence.py)
             model.template.check_saved_with(os.path.dirname(weights), model.plm)
-        load_trainable(model.template, weights)
+        state, fresh, unused = _template_state(model.template, read_safetensors(weights, fix), run_dir, fix)
+        load_state(model.template, state, weights, fix)
     except ValueError as e:
-        raise ValueError(f"init_from '{run_dir}': {e}") from None
-    from safetensors import safe_open
-
-    with safe_open(weights, "pt") as f:
-        n_template = len(list(f.keys()))
-    info = {"run": run_dir, "template_tensors": n_template, "head": _load_head(model, cfg, source, labels, run_dir)}
-    log(f"init_from: prompt weights ({n_template} tensors) from {run_dir}; head: {info['head']}")
+        raise ValueError(e if str(e).startswith("init_from") else f"init_from '{run_dir}': {e}") from None
+    info = {"run": run_dir, "template_tensors": len(state), "head": _load_head(model, cfg, source, labels, run_dir)}
+    started = ""
+    if fresh or unused:  # the {"soft"} tokens of another text: said, and kept in metrics.json
+        info["fresh"], info["not_used"] = fresh, unused
+        started = (f"; fresh (this text's {{\"soft\"}} tokens, not that run's): {', '.join(fresh) or 'none'}"
+                   + (f"; not used (that run's {{\"soft\"}} tokens): {', '.join(unused)}" if unused else ""))
+    log(f"init_from: prompt weights ({len(state)} tensors) from {run_dir}{started}; head: {info['head']}")
     return info
+
+
+def _template_state(template, state: Dict, run_dir: str, fix: str):
+    """``(state, fresh, unused)``: what of the source's template weights this run starts from. Every tensor this
+    run's template trains must be there (one left out would train from a fresh start without a word), but the
+    ``{"soft"}`` token table, which belongs to the text and the text may differ: where this run's has another
+    number of soft tokens (or the source's text had none), this run's starts fresh (``fresh``) and the source's
+    is left (``unused``)."""
+    own = dict(template.named_parameters())
+    fresh = sorted(n for n in own if n.startswith(TEXT_TENSORS) and own[n].requires_grad
+                   and (n not in state or state[n].shape != own[n].shape))
+    unused = sorted(n for n in state if n.startswith(TEXT_TENSORS) and n in own
+                    and (n in fresh or (not own[n].requires_grad and state[n].shape != own[n].shape)))
+    state = {n: v for n, v in state.items() if n not in unused}
+    missing = [n for n, p in own.items() if p.requires_grad and n not in state and n not in fresh
+               and not n.startswith(HOST_TENSORS)]
+    if missing:
+        raise ValueError(f"init_from '{run_dir}': its template/template.safetensors lacks {len(missing)} tensor(s) "
+                         f"this run's prompt trains ({listed(missing)}): they would train from a fresh start, not from "
+                         f"that run (saved by another release, or edited); {fix}")
+    return state, fresh, unused
 
 
 def _peer_of(run_dir: str) -> Dict:
@@ -110,8 +136,6 @@ def _peer_of(run_dir: str) -> Dict:
 def _init_peer(model, cfg: Dict, labels: Sequence[str], run_dir: str, log) -> Dict:
     """A peer run from a peer run of the same method and options: the library's modules (``template.peer.*``
     of its ``best.safetensors``; a peer run has no ``template/``) and, as for every run, the head."""
-    from ..serialization import read_safetensors
-
     best = os.path.join(run_dir, "best.safetensors")
     source = read_source(run_dir, best)
     mine, theirs = cfg.get("peer") or None, source.get("peer") or None
@@ -157,13 +181,16 @@ def _load_head(model, cfg: Dict, source: Dict, labels: Sequence[str], run_dir: s
         if mode is True:
             raise ValueError(f"init_head: true but init_from '{run_dir}' has no usable head: {reason}")
         return f"not loaded: {reason}"
-    from ..serialization import read_safetensors
-
     fix = f"train init_from's run '{run_dir}' again (experiments/run.py ... --overwrite), or set init_head: false"
     state = {k[len("verbalizer."):]: v for k, v in read_safetensors(best, fix).items() if k.startswith("verbalizer.")}
     params = dict(model.verbalizer.named_parameters())
     for name, value in state.items():
         if name not in params or params[name].shape != value.shape:
             raise ValueError(f"init_from '{run_dir}': head weight {name} does not fit this verbalizer")
+    missing = [n for n, p in params.items() if p.requires_grad and n not in state]
+    if missing:  # a head half from that run, half fresh, said to be loaded
+        raise ValueError(f"init_from '{run_dir}': its best.safetensors lacks {len(missing)} head tensor(s) this run's "
+                         f"verbalizer trains (verbalizer.{listed(missing)}): {fix}")
+    for name, value in state.items():
         params[name].data.copy_(value)
     return f"loaded ({len(state)} tensors, labels {mine})"

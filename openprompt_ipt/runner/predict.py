@@ -23,6 +23,9 @@ from .run_dirs import find_run
 
 
 class Predictor:
+    # how to leave bad rows out, named at the end of the BadRows error (the CLI names the command the user ran)
+    skip_hint = "predict(rows, on_bad_row=...), or the command's --skip-bad-rows"
+
     def __init__(self, run_dir: str, model, tokenizer, wrapper, cfg: Dict, device):
         from ..data import get_task
 
@@ -78,7 +81,7 @@ class Predictor:
                 carried.append(extra)
         if bad and on_bad_row is None:
             raise BadRows(listed(bad), f"{len(bad)} of {len(rows)} input rows cannot be scored: fix them (every text a "
-                                       "non-empty string, every score a number), or leave them out (experiments/predict.py --skip-bad-rows)")
+                                       f"non-empty string, every score a number), or leave them out ({self.skip_hint})")
         if not out:
             raise ValueError(f"none of the {len(rows)} input rows has a usable text")
         return out, carried
