@@ -560,3 +560,30 @@ def test_a_deleted_model_takes_its_hooks_off_the_base(bert, tmp_path):
     del kept
     gc.collect()
     assert hooks() == before
+
+
+def test_loading_two_folders_onto_one_base_says_the_first_now_predicts_with_the_second(bert, tmp_path):
+    """from_pretrained(base, dir) copies the saved head into the base in place: two saved runs loaded onto one base
+    both scored with the second's head, and the first model's logits changed without a word (from_pretrained was
+    exempt from SharedBaseWarning). Now it says so where a live model's head changes, and only there."""
+    mlm, tok = bert
+    for name, shift in (("a", 0.0), ("b", 1.0)):
+        saved = get_instance_prompt_model(classifier_from(mlm), config_for("p_tuning_v2-kv", tmp_path, mlm), tok)
+        with torch.no_grad():
+            saved.base_model.classifier.weight.add_(shift)
+        saved.save_pretrained(str(tmp_path / name))
+    base, batch = classifier_from(mlm), _batch(tok)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SharedBaseWarning)
+        first = InstancePromptModel.from_pretrained(base, str(tmp_path / "a"), tok)
+        InstancePromptModel.from_pretrained(base, str(tmp_path / "a"), tok)  # the same head again: nothing changes
+    with torch.no_grad():
+        before = first(**batch).logits
+    with pytest.warns(SharedBaseWarning, match=r"another InstancePromptModel built on it still uses.*fresh base"):
+        InstancePromptModel.from_pretrained(base, str(tmp_path / "b"), tok)
+    with torch.no_grad():
+        assert not torch.allclose(first(**batch).logits, before)  # what the line says
+    del first
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SharedBaseWarning)  # no live model left that reads the base's head
+        InstancePromptModel.from_pretrained(base, str(tmp_path / "a"), tok)

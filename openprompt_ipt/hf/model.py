@@ -28,6 +28,7 @@ from .instance_tokens import added_ids, instance_tokens
 from .padding import caller_order, right_padding_order, take
 from .replicas import refuse_data_parallel
 from .saving import LOADING_SAVED, NonFiniteWeightsWarning, SavingMixin
+from .shared_base import SharedBaseWarning, register
 from .tokenizer_check import _load_tokenizer, check_against_model, tokenizer_record
 
 # heads whose per-position outputs the prompt positions would shift, unseen (start/end logits, choices, pretraining
@@ -42,10 +43,6 @@ NOT_TRACEABLE = ("InstancePromptModel cannot be traced or exported (torch.jit.tr
 
 # on the base: the head modules every InstancePromptModel built on it has trained (modules_to_save), so far
 WRAPPED_HEADS = "_instance_prompt_heads"
-
-
-class SharedBaseWarning(UserWarning):
-    """A base wrapped again while an earlier wrapper's head (trained in place) is still its head."""
 
 
 class InstancePromptModel(SavingMixin, GradientCheckpointingMixin, PeftHabitsMixin, nn.Module):
@@ -94,6 +91,7 @@ class InstancePromptModel(SavingMixin, GradientCheckpointingMixin, PeftHabitsMix
         if self.injector is not None:
             self.injector.remove_with(self)
         _mark_base(model, self.modules_to_save)  # only once built: a refused wrap leaves no mark on the base
+        register(model, self)  # from_pretrained onto this base says when it changes this model's head
 
     def _place_prompt(self, device: torch.device) -> None:
         """The prompt's own parts on the device of the base's input embeddings, as PEFT places its adapters: a base
@@ -292,7 +290,8 @@ class InstancePromptModel(SavingMixin, GradientCheckpointingMixin, PeftHabitsMix
 def _mark_base(model, heads) -> None:
     """Say so when ``model`` was wrapped before: the head trains in place (it is the base's own module), so a sweep
     that wraps one base again and again started each method from the previous one's trained head, and training it
-    changed the earlier model's outputs, silently. ``from_pretrained`` loads its own head over it: not said there."""
+    changed the earlier model's outputs, silently. ``from_pretrained`` loads its own head over it: said there only
+    where that changes a live model's head (hf/shared_base.py)."""
     earlier = model.__dict__.get(WRAPPED_HEADS, frozenset())
     shared = [name for name in heads if name in earlier]
     if shared and not LOADING_SAVED.get():

@@ -16,6 +16,7 @@ from transformers.utils import SAFE_WEIGHTS_NAME, WEIGHTS_NAME
 from ..generators import cannot_rebuild, check_exported_tables, exported_tables, exports_in_weights, rebuilding_saved
 from ..serialization import read_json, read_safetensors, read_torch
 from .config import InstancePromptConfig, default_late_layer
+from .shared_base import warn_if_loading_changes_others
 from .tokenizer_check import _load_tokenizer, check_against_record, recorded_path
 
 # one format for save_pretrained and the Trainer (save_model, checkpoints): the state dict as model.safetensors,
@@ -236,6 +237,8 @@ class SavingMixin:
             if own[name].shape != tensor.shape:
                 raise ValueError(f"'{directory}': {name} is {tuple(tensor.shape)} but the prompt expects "
                                  f"{tuple(own[name].shape)}")
+        warn_if_loading_changes_others(wrapped, own, weights, directory)
+        for name, tensor in weights.items():
             own[name].data.copy_(tensor)
         wrapped._trained_names |= frozenset(unfrozen)  # saved again, even once frozen for inference
         for name in unfrozen:
