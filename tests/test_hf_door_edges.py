@@ -401,6 +401,19 @@ def test_tracing_or_exporting_is_one_line(bert, case, tmp_path):
         assert model(*args).logits.shape == (6, 2)
 
 
+def test_torch_older_than_2_6_without_is_exporting_predicts(bert, tmp_path, monkeypatch):
+    """The trace / export refusal asked ``torch.compiler.is_exporting``, which torch < 2.6 lacks (setup.cfg allows
+    torch >= 2.1): every forward raised an AttributeError there. A trace is still refused."""
+    mlm, tok = bert
+    model = _wrap(classifier_from(mlm), "p_tuning_v2-kv", tmp_path, mlm, tok).eval()
+    monkeypatch.delattr(torch.compiler, "is_exporting")
+    batch = _batch(tok)
+    with torch.inference_mode():
+        assert model(**batch).logits.shape == (6, 2)
+    with pytest.raises(RuntimeError, match=r"cannot be traced or exported"):
+        torch.jit.trace(model, (batch["input_ids"], batch["attention_mask"]), strict=False)
+
+
 def test_a_folder_of_format_1_loads_and_one_of_a_later_format_is_one_line(bert, tmp_path):
     """Format 1 (``instance_prompt.safetensors`` + ``instance_prompt_config.json``, the first release) still loads
     with the logits it was saved with; a folder a later release wrote (another ``format``) was read as this one

@@ -200,7 +200,7 @@ class InstancePromptModel(SavingMixin, GradientCheckpointingMixin, PeftHabitsMix
                 num_items_in_batch: Optional[torch.Tensor | int] = None, task_type_ids: Optional[torch.Tensor] = None):
         """``task_type_ids``: ERNIE's task ids (``use_task_id``), widened over the prompt's positions with each
         example's own id."""
-        if torch.jit.is_tracing() or torch.compiler.is_exporting():
+        if _traced():
             raise RuntimeError(NOT_TRACEABLE)
         if getattr(self, "_is_replica", False):  # a copy nn.DataParallel made for one GPU
             refuse_data_parallel(self)
@@ -285,6 +285,13 @@ class InstancePromptModel(SavingMixin, GradientCheckpointingMixin, PeftHabitsMix
         """``per_token`` (B, n', ...) and every hidden state without the prompt's positions."""
         view = SimpleNamespace(logits=per_token, hidden_states=hidden_states)
         return trim_outputs(view, n_prefix) if self.placement is None else release_prompts(None, view, keep)
+
+
+def _traced() -> bool:
+    """Under torch.jit.trace, or torch.export (and the ONNX exporter built on it): ``torch.compiler.is_exporting``
+    is torch >= 2.6, and setup.cfg allows torch 2.1 (where every forward raised an AttributeError)."""
+    exporting = getattr(torch.compiler, "is_exporting", None)
+    return torch.jit.is_tracing() or (exporting is not None and exporting())
 
 
 def _mark_base(model, heads) -> None:
