@@ -46,6 +46,24 @@ def test_openprompts_trainer_builds_transformers_4s_adamw():
     assert moved[0] < 1 < moved[1]
 
 
+def test_the_adamw_shim_resumes_an_optimizer_state_saved_with_torchs_adamw():
+    """Before the shim, transformers >= 4.50 gave OpenPrompt's trainer torch's AdamW: a checkpoint it saved has
+    param groups without ``correct_bias``, and resuming it stopped at the first step with KeyError: 'correct_bias'.
+    It resumes now, with its saved moments and step count."""
+    import torch
+
+    before = torch.nn.Parameter(torch.ones(3))
+    saved = torch.optim.AdamW([before], lr=0.1)
+    before.grad = torch.ones(3)
+    saved.step()
+    param = torch.nn.Parameter(before.detach().clone())
+    shim = compat.Transformers4AdamW([param], lr=0.1)
+    shim.load_state_dict(saved.state_dict())
+    param.grad = torch.ones(3)
+    shim.step()
+    assert int(shim.state[param]["step"]) == 2 and bool((param < before).all())
+
+
 @pytest.mark.skipif(not hasattr(importlib.import_module("transformers.optimization"), "AdamW"), reason="transformers >= 4.50 has no AdamW of its own to compare with")
 @pytest.mark.parametrize("kwargs", [dict(lr=0.1), dict(lr=0.03, eps=1e-8), dict(lr=0.01, weight_decay=0.1),
                                     dict(lr=0.01, correct_bias=False, betas=(0.8, 0.99))])

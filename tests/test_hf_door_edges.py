@@ -401,6 +401,34 @@ def test_tracing_or_exporting_is_one_line(bert, case, tmp_path):
         assert model(*args).logits.shape == (6, 2)
 
 
+def test_torch_compile_which_the_trace_refusal_recommends_predicts_as_eager(bert, tmp_path):
+    """The trace / export refusal sends users to torch.compile (the Trainer's torch_compile=True too): under
+    dynamo neither is_tracing nor is_exporting may trip it, and the compiled model gives the eager logits."""
+    import logging
+
+    mlm, tok = bert
+    model = _wrap(classifier_from(mlm, initializer_range=0.2), "p_tuning_v2-kv", tmp_path, mlm, tok).eval()
+    batch = _batch(tok)
+    logging.getLogger("torch._dynamo").setLevel(logging.ERROR)  # its graph-break notes
+    with torch.no_grad():
+        eager = model(**batch).logits
+        compiled = torch.compile(model, backend="eager")(**batch).logits
+    assert torch.allclose(eager, compiled, atol=1e-5)
+
+
+def test_torch_older_than_2_6_without_is_exporting_predicts(bert, tmp_path, monkeypatch):
+    """The trace / export refusal asked ``torch.compiler.is_exporting``, which torch < 2.6 lacks (setup.cfg allows
+    torch >= 2.1): every forward raised an AttributeError there. (Only the forward runs without it: torch's own
+    tracers ask for it once dynamo is loaded.)"""
+    mlm, tok = bert
+    model = _wrap(classifier_from(mlm), "p_tuning_v2-kv", tmp_path, mlm, tok).eval()
+    batch = _batch(tok)
+    with torch.inference_mode():
+        eager = model(**batch).logits
+        monkeypatch.delattr(torch.compiler, "is_exporting")
+        assert torch.equal(model(**batch).logits, eager)
+
+
 def test_a_folder_of_format_1_loads_and_one_of_a_later_format_is_one_line(bert, tmp_path):
     """Format 1 (``instance_prompt.safetensors`` + ``instance_prompt_config.json``, the first release) still loads
     with the logits it was saved with; a folder a later release wrote (another ``format``) was read as this one
@@ -597,3 +625,30 @@ def test_a_refused_folder_leaves_the_given_base_as_it_was(bert, case, tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("error", SharedBaseWarning)
         get_instance_prompt_model(base, config_for(case, tmp_path, mlm), tokenizer=tok)
+
+
+def test_loading_two_folders_onto_one_base_says_the_first_now_predicts_with_the_second(bert, tmp_path):
+    """from_pretrained(base, dir) copies the saved head into the base in place: two saved runs loaded onto one base
+    both scored with the second's head, and the first model's logits changed without a word (from_pretrained was
+    exempt from SharedBaseWarning). Now it says so where a live model's head changes, and only there."""
+    mlm, tok = bert
+    for name, shift in (("a", 0.0), ("b", 1.0)):
+        saved = get_instance_prompt_model(classifier_from(mlm), config_for("p_tuning_v2-kv", tmp_path, mlm), tok)
+        with torch.no_grad():
+            saved.base_model.classifier.weight.add_(shift)
+        saved.save_pretrained(str(tmp_path / name))
+    base, batch = classifier_from(mlm), _batch(tok)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SharedBaseWarning)
+        first = InstancePromptModel.from_pretrained(base, str(tmp_path / "a"), tok)
+        InstancePromptModel.from_pretrained(base, str(tmp_path / "a"), tok)  # the same head again: nothing changes
+    with torch.no_grad():
+        before = first(**batch).logits
+    with pytest.warns(SharedBaseWarning, match=r"another InstancePromptModel built on it still uses.*fresh base"):
+        InstancePromptModel.from_pretrained(base, str(tmp_path / "b"), tok)
+    with torch.no_grad():
+        assert not torch.allclose(first(**batch).logits, before)  # what the line says
+    del first
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SharedBaseWarning)  # no live model left that reads the base's head
+        InstancePromptModel.from_pretrained(base, str(tmp_path / "a"), tok)

@@ -330,3 +330,22 @@ def test_predict_refuses_weights_that_lack_a_trained_tensor(tiny_model_dir, tmp_
                                          r"would predict from their untrained start") as e:
         load_run(out)
     assert "\n" not in str(e.value)
+
+
+def test_predict_loads_a_fine_tuned_run_of_a_saved_template(tiny_model_dir, tmp_path):
+    """plm.freeze: false with a saved template (instance_wise) and a soft_verbalizer: the run skips the masked LM's
+    vocabulary head (the verbalizer reads hidden states), so best.safetensors holds none of it, but predict built
+    the backbone with it and refused the run ("lacks 5 trained tensor(s) ... cls.predictions"). It predicts now, as
+    the run evaluated."""
+    from openprompt_ipt.runner.experiment import run_experiment
+    from openprompt_ipt.runner.predict import load_run
+
+    data = write_cb(tmp_path / "CB")
+    cfg = tiny_cfg(tiny_model_dir, data, epochs=1)
+    cfg["plm"]["freeze"] = False
+    out = str(tmp_path / "run")
+    result = run_experiment(cfg, output_dir=out, show_progress=False)
+    rows = [json.loads(line) for line in open(os.path.join(data, "val.jsonl"))]
+    preds = load_run(out).predict(rows)
+    accuracy = sum(p["label"] == r["label"] for p, r in zip(preds, rows)) / len(rows)
+    assert accuracy == pytest.approx(result["test"]["accuracy"])

@@ -28,6 +28,7 @@ from .instance_tokens import added_ids, instance_tokens
 from .padding import caller_order, right_padding_order, take
 from .replicas import refuse_data_parallel
 from .saving import LOADING_SAVED, NonFiniteWeightsWarning, SavingMixin
+from .shared_base import SharedBaseWarning, register
 from .tokenizer_check import _load_tokenizer, check_against_model, tokenizer_record
 
 # heads whose per-position outputs the prompt positions would shift, unseen (start/end logits, choices, pretraining
@@ -42,10 +43,6 @@ NOT_TRACEABLE = ("InstancePromptModel cannot be traced or exported (torch.jit.tr
 
 # on the base: the head modules every InstancePromptModel built on it has trained (modules_to_save), so far
 WRAPPED_HEADS = "_instance_prompt_heads"
-
-
-class SharedBaseWarning(UserWarning):
-    """A base wrapped again while an earlier wrapper's head (trained in place) is still its head."""
 
 
 class InstancePromptModel(SavingMixin, GradientCheckpointingMixin, PeftHabitsMixin, nn.Module):
@@ -91,6 +88,7 @@ class InstancePromptModel(SavingMixin, GradientCheckpointingMixin, PeftHabitsMix
         if self.injector is not None:
             self.injector.remove_with(self)
         _mark_base(model, self.modules_to_save)  # only once built: a refused wrap leaves no mark on the base
+        register(model, self)  # from_pretrained onto this base says when it changes this model's head
 
     @staticmethod
     def base_as_it_is(model) -> dict:
@@ -223,7 +221,7 @@ class InstancePromptModel(SavingMixin, GradientCheckpointingMixin, PeftHabitsMix
                 num_items_in_batch: Optional[torch.Tensor | int] = None, task_type_ids: Optional[torch.Tensor] = None):
         """``task_type_ids``: ERNIE's task ids (``use_task_id``), widened over the prompt's positions with each
         example's own id."""
-        if torch.jit.is_tracing() or torch.compiler.is_exporting():
+        if _traced():
             raise RuntimeError(NOT_TRACEABLE)
         if getattr(self, "_is_replica", False):  # a copy nn.DataParallel made for one GPU
             refuse_data_parallel(self)
@@ -310,10 +308,18 @@ class InstancePromptModel(SavingMixin, GradientCheckpointingMixin, PeftHabitsMix
         return trim_outputs(view, n_prefix) if self.placement is None else release_prompts(None, view, keep)
 
 
+def _traced() -> bool:
+    """Under torch.jit.trace, or torch.export (and the ONNX exporter built on it): ``torch.compiler.is_exporting``
+    is torch >= 2.6, and setup.cfg allows torch 2.1 (where every forward raised an AttributeError)."""
+    exporting = getattr(torch.compiler, "is_exporting", None)
+    return torch.jit.is_tracing() or (exporting is not None and exporting())
+
+
 def _mark_base(model, heads) -> None:
     """Say so when ``model`` was wrapped before: the head trains in place (it is the base's own module), so a sweep
     that wraps one base again and again started each method from the previous one's trained head, and training it
-    changed the earlier model's outputs, silently. ``from_pretrained`` loads its own head over it: not said there."""
+    changed the earlier model's outputs, silently. ``from_pretrained`` loads its own head over it: said there only
+    where that changes a live model's head (hf/shared_base.py)."""
     earlier = model.__dict__.get(WRAPPED_HEADS, frozenset())
     shared = [name for name in heads if name in earlier]
     if shared and not LOADING_SAVED.get():

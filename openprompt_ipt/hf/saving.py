@@ -16,6 +16,7 @@ from transformers.utils import SAFE_WEIGHTS_NAME, WEIGHTS_NAME
 from ..generators import cannot_rebuild, check_exported_tables, exported_tables, exports_in_weights, rebuilding_saved
 from ..serialization import read_json, read_safetensors, read_torch
 from .config import InstancePromptConfig, default_late_layer
+from .shared_base import warn_if_loading_changes_others
 from .tokenizer_check import _load_tokenizer, check_against_record, recorded_path
 
 # one format for save_pretrained and the Trainer (save_model, checkpoints): the state dict as model.safetensors,
@@ -225,6 +226,7 @@ class SavingMixin:
             raise FileNotFoundError(cannot_rebuild(directory, e, "the model", "then load it again")) from None
         try:  # every name and shape checked before the first copy: a refused folder leaves the base as it was
             own, unfrozen = _check_weights(wrapped, weights, saved, directory)
+            warn_if_loading_changes_others(wrapped, own, weights, directory)  # an error where warnings are errors
         except BaseException:
             wrapped.give_back_base(as_it_was)
             raise

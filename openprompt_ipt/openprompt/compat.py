@@ -71,6 +71,11 @@ class Transformers4AdamW(torch.optim.Optimizer):
         super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
                                       correct_bias=correct_bias))
 
+    def __setstate__(self, state):
+        super().__setstate__(state)
+        for group in self.param_groups:  # an OpenPrompt checkpoint saved with torch's AdamW (this shim's stand-in on
+            group.setdefault("correct_bias", True)  # transformers >= 4.50 before): its groups lack the key; resumed
+
     @torch.no_grad()
     def step(self, closure=None):
         loss = None

@@ -57,11 +57,9 @@ def build_model(cfg: Dict, train_examples, num_classes: int, labels: Sequence[st
         from ..generators.vocab_table import use_sparse_rows  # the runner's own default: sparse row updates
         use_sparse_rows(template)
     verbalizer = load_verbalizer(node, model=model, tokenizer=tokenizer)
-    from openprompt.prompts import SoftVerbalizer
+    from .plm import skip_unread_mlm_head
 
-    if isinstance(verbalizer, SoftVerbalizer) or getattr(verbalizer, "reads_hidden_states", False):
-        from .plm import skip_mlm_head  # the head reads hidden states only (SoftVerbalizer copied what it needs)
-        skip_mlm_head(model)
+    skip_unread_mlm_head(model, verbalizer)
     freeze = bool(cfg["plm"]["freeze"])
     if not freeze and getattr(template, "injection", None) == "late":
         raise ValueError("plm.freeze: false with injection: late would leave the layers below late_layer untrained (the "

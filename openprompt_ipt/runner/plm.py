@@ -37,6 +37,15 @@ class HiddenStatesAsLogits(nn.Module):
         return hidden_states
 
 
+def skip_unread_mlm_head(model, verbalizer) -> None:
+    """The vocabulary head skipped where the verbalizer reads hidden states only: by the run and by ``predict``
+    alike, so a fine-tuned run's saved weights (which then lack the skipped head) match the model it loads."""
+    from openprompt.prompts import SoftVerbalizer
+
+    if isinstance(verbalizer, SoftVerbalizer) or getattr(verbalizer, "reads_hidden_states", False):
+        skip_mlm_head(model)  # SoftVerbalizer copied what it needs of the head
+
+
 def skip_mlm_head(model) -> str:
     """Replace the child module holding the output (vocabulary) projection; returns its name."""
     decoder = model.get_output_embeddings()

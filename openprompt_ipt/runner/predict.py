@@ -146,7 +146,7 @@ def load_run(run_dir: str, device: str = "cpu") -> Predictor:
 
     from .experiment import build_model
     from ..injection import max_positions
-    from .plm import load_backbone
+    from .plm import load_backbone, skip_unread_mlm_head
     from ..serialization import load_trainable
     from ..training.distributed import resolve_device
 
@@ -178,6 +178,8 @@ def load_run(run_dir: str, device: str = "cpu") -> Predictor:
                         cfg["verbalizer"]: {"num_classes": n_outputs, **(cfg.get(cfg["verbalizer"]) or {})}},
                        new_allowed=True)
         verbalizer = load_verbalizer(node, model=model, tokenizer=tokenizer)
+        # as the run built it: a fine-tuned run (plm.freeze: false) saved no weights of a head it skipped
+        skip_unread_mlm_head(model, verbalizer)
         freeze = bool(cfg["plm"]["freeze"])
         prompt_model = PromptForClassification(model, template, verbalizer, freeze_plm=freeze, plm_eval_mode=freeze)
     else:  # templates without save_pretrained: rebuilt from the config alone
