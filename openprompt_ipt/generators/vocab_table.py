@@ -68,6 +68,35 @@ class VocabPromptTable(nn.Module):
         return self.project(out) if self.project is not None else out
 
 
+def table_rows_by_id(table: VocabPromptTable, weight: torch.Tensor, kept: Optional[Sequence[int]]):
+    """``weight``, a table saved for this vocabulary that kept the ids ``kept`` (None: every id), laid out as
+    ``table``'s rows: each id both keep gets its saved row, the pad row comes along, and so does the shared row of
+    the ids outside a restricted table when both have one; every other row stays as ``table`` has it (fresh).
+    Returns ``(weight, copied, fresh, not_used)`` (the last three: token ids). A saved table whose row count is not
+    what ``kept`` says is a ValueError: its rows could not be told apart."""
+    kept = None if kept is None else sorted({int(r) for r in kept})
+    vocab = table.vocab_size
+    expected = vocab + 1 if kept is None else len(kept) + 2
+    if weight.dim() != 2 or weight.shape[0] != expected or weight.shape[1] != table.dim:
+        held = "every id" if kept is None else f"{len(kept)} ids"
+        raise ValueError(f"the saved table is {tuple(weight.shape)} but keeps {held} (expected ({expected}, "
+                         f"{table.dim}))")
+    if kept is not None and (not kept or kept[0] < 0 or kept[-1] >= vocab):
+        raise ValueError(f"the saved table keeps ids outside [0, {vocab})")
+    here = list(range(vocab)) if table.rows is None else table.rows
+    there = list(range(vocab)) if kept is None else kept
+    copied = sorted(set(here) & set(there))
+    at_there = {i: (i if kept is None else n + 1) for n, i in enumerate(there)}
+    src = [at_there[i] for i in copied] + [weight.shape[0] - 1]  # ... and the pad row (the last in both layouts)
+    dst = (copied if table.rows is None else table.row_of[torch.tensor(copied, dtype=torch.long)].tolist()) \
+        + [table.embedding.weight.shape[0] - 1]
+    if kept is not None and table.rows is not None:  # both restricted: the row of every other id
+        src, dst = src + [0], dst + [0]
+    out = table.embedding.weight.detach().clone()
+    out[torch.tensor(dst, dtype=torch.long)] = weight[torch.tensor(src, dtype=torch.long)].to(out.dtype)
+    return out, copied, sorted(set(here) - set(there)), sorted(set(there) - set(here))
+
+
 def use_sparse_rows(module: nn.Module) -> int:
     """Switch every vocab table inside ``module`` to sparse row gradients (what our runner trains with:
     ``RowSparseAdam`` keeps state for looked-up rows only); returns how many tables it switched.

@@ -89,11 +89,19 @@ def init_from_run(model, cfg: Dict, labels: Sequence[str], log=print) -> Dict:
     try:
         if hasattr(model.template, "check_saved_with"):  # our templates (openprompt/templates/persistence.py)
             model.template.check_saved_with(os.path.dirname(weights), model.plm)
-        state, fresh, unused = _template_state(model.template, read_safetensors(weights, fix), run_dir, fix)
+        state, rows = _vocab_rows_by_id(model.template, read_safetensors(weights, fix), os.path.dirname(weights), fix)
+        state, fresh, unused = _template_state(model.template, state, run_dir, fix)
         load_state(model.template, state, weights, fix)
     except ValueError as e:
         raise ValueError(e if str(e).startswith("init_from") else f"init_from '{run_dir}': {e}") from None
     info = {"run": run_dir, "template_tensors": len(state), "head": _load_head(model, cfg, source, labels, run_dir)}
+    if rows:  # train.vocab_rows: seen keeps each run's own ids: said, and kept in metrics.json
+        info["vocab_rows"] = {key: len(ids) for key, ids in rows.items()}
+        words = model.template.tokenizer.convert_ids_to_tokens(rows["fresh"][:4])
+        log(f"init_from: vocabulary table: {len(rows['copied'])} token rows copied by id from {run_dir}; "
+            f"{len(rows['fresh'])} fresh (ids this run's table keeps and that run's lacks"
+            + (f": {listed(words, 3)}" if words else "") + f"); {len(rows['not_used'])} of that run's not used "
+            "(train.vocab_rows: seen keeps the ids of each run's own training text)")
     started = ""
     if fresh or unused:  # the {"soft"} tokens of another text: said, and kept in metrics.json
         info["fresh"], info["not_used"] = fresh, unused
@@ -101,6 +109,44 @@ def init_from_run(model, cfg: Dict, labels: Sequence[str], log=print) -> Dict:
                    + (f"; not used (that run's {{\"soft\"}} tokens): {', '.join(unused)}" if unused else ""))
     log(f"init_from: prompt weights ({len(state)} tensors) from {run_dir}{started}; head: {info['head']}")
     return info
+
+
+def _vocab_rows_by_id(template, state: Dict, directory: str, fix: str):
+    """``(state, rows)``: the source's vocabulary tables (Random / Pretrained IPT) laid out as this run's. A table
+    keeps a row per id of its run's own training text under ``train.vocab_rows: seen`` (or every id), so the two
+    runs' rows mean other tokens: they are matched by token id (``generators.vocab_table.table_rows_by_id``).
+    ``rows`` ({"copied", "fresh", "not_used"}: token ids) is empty when both tables keep the same ids."""
+    from ..generators.vocab_table import VocabPromptTable, table_rows_by_id
+
+    tables = {f"{n}.embedding.weight": m for n, m in template.named_modules() if isinstance(m, VocabPromptTable)}
+    tables = {n: t for n, t in tables.items() if n in state}
+    if not tables:
+        return state, {}
+    kept = _saved_vocab_rows(read_json(os.path.join(directory, "template_config.json"), fix))
+    state, rows = dict(state), {}
+    for name, table in tables.items():
+        if kept == table.rows:  # the same layout: loaded as it is
+            continue
+        try:
+            state[name], *ids = table_rows_by_id(table, state[name], kept)
+        except ValueError as e:
+            raise ValueError(f"its template/{name}: {e}; {fix}") from None
+        rows = dict(zip(("copied", "fresh", "not_used"), ids))
+    return state, rows
+
+
+def _saved_vocab_rows(config) -> Optional[List[int]]:
+    """The ids a saved template's vocabulary table keeps (``vocab_rows`` of its template_config.json, at the top
+    or in a generator's section); None: every id."""
+    if not isinstance(config, dict):
+        return None
+    if config.get("vocab_rows") is not None:
+        return sorted({int(i) for i in config["vocab_rows"]})
+    for value in config.values():
+        found = _saved_vocab_rows(value)
+        if found is not None:
+            return found
+    return None
 
 
 def _template_state(template, state: Dict, run_dir: str, fix: str):
