@@ -371,15 +371,21 @@ def test_a_forward_that_never_finished_leaves_no_prompt_in_the_next_one(plm, cas
     batch = batch_for(pm, tok, examples())
     with torch.no_grad():
         expected, prompted = baseline(clone(batch)), pm(clone(batch))
-
-        def interrupt(*args):
-            raise KeyboardInterrupt
-        handle = model.base_model.encoder.layer[1].register_forward_pre_hook(interrupt)
-        with pytest.raises(KeyboardInterrupt):
-            pm(clone(batch))
-        handle.remove()
+        interrupted_inside(model, pm, batch)
         assert torch.equal(baseline(clone(batch)), expected), "the interrupted forward's prompt reached the next one"
         assert torch.equal(pm(clone(batch)), prompted)  # the template itself arms afresh
+
+
+def interrupted_inside(model, prompt_model, batch):
+    """``prompt_model``'s forward stopped by a KeyboardInterrupt inside the PLM's second layer (Ctrl-C, out of memory)."""
+    def interrupt(*args):
+        raise KeyboardInterrupt
+    handle = model.base_model.encoder.layer[1].register_forward_pre_hook(interrupt)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            prompt_model(clone(batch))
+    finally:
+        handle.remove()
 
 
 def test_save_load_round_trip_gives_identical_logits(bert, tmp_path):
@@ -692,20 +698,9 @@ def test_an_interrupted_forward_leaves_no_prompt_in_another_templates_mx_pass(pl
         batch_a, batch_c = batch_for(a, tok, examples()), batch_for(c, tok, examples())
         expected = c(clone(batch_c))
         bare = model.base_model(input_ids=batch_a["input_ids"], attention_mask=batch_a["attention_mask"])[0]
-
-        def interrupt(*args):
-            raise KeyboardInterrupt
-        handle = model.base_model.encoder.layer[1].register_forward_pre_hook(interrupt)
-        with pytest.raises(KeyboardInterrupt):
-            a(clone(batch_a))
-        handle.remove()
+        interrupted_inside(model, a, batch_a)
         assert torch.equal(c(clone(batch_c)), expected), "A's interrupted prefix reached C's M(x) pass"
-        with pytest.raises(KeyboardInterrupt):  # once more: now the user's own encoder pass comes next
-            handle = model.base_model.encoder.layer[1].register_forward_pre_hook(interrupt)
-            try:
-                a(clone(batch_a))
-            finally:
-                handle.remove()
+        interrupted_inside(model, a, batch_a)  # once more: now the user's own encoder pass comes next
         again = model.base_model(input_ids=batch_a["input_ids"], attention_mask=batch_a["attention_mask"])[0]
         assert torch.equal(again, bare), "A's interrupted prefix reached the bare encoder's forward"
 
