@@ -6,8 +6,8 @@
 Every method trains on the same fixed batch (real CB text, truncated to exactly --seq-len tokens)
 with the same number of prompt positions (t = 20; IPT: 4 task + 16 instance). Methods are
 interleaved round by round so machine noise hits all of them alike; the step time is the median
-over all rounds. Methods share one backbone, each measured with only its own injection hooks on it (``Runs.alone``). Peak memory: each method in a fresh subprocess (CPU: peak RSS; GPU: max
-allocated); ``--memory-only`` runs just those processes (no timing), cheap enough for a realistic batch of
+over all rounds. Methods share one backbone, each measured with only its own injection hooks on it
+(``Runs.alone``). Peak memory: each method in a fresh subprocess (CPU: peak RSS; GPU: max allocated); ``--memory-only`` runs just those processes (no timing), cheap enough for a realistic batch of
 the roberta-large shape on CPU. Vocabulary tables (the IPT rows) train as our runner trains them, with sparse row gradients and
 ``RowSparseAdam`` (``use_sparse_rows``); ``--tables dense`` keeps the constructors' dense default, which a
 stock ``torch.optim.AdamW`` trains with dense moments for the whole table. PEFT's prompt tuning and prefix tuning (``pip install peft``) run as the peer, on the
