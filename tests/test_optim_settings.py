@@ -80,6 +80,7 @@ def test_yaml_and_overrides_set_the_optimizer(tmp_path):
     ("train.adam_eps=-1e-8", "train.adam_eps"),
     ("train.weight_decay=-0.1", "train.weight_decay = -0.1 is not allowed: give a number >= 0"),
     ("train.scheduler=cosine", r"train.scheduler must be one of \['linear', 'constant'\]"),
+    ("train.vocab_rows=sometimes", r"train.vocab_rows must be one of \['all', 'seen'\] \(got 'sometimes'\)"),  # trained all
 ])
 def test_bad_optimizer_settings_are_rejected(tmp_path, override, match):
     with pytest.raises(ValueError, match=match):

@@ -320,6 +320,9 @@ def check_sweep(config: Dict, sweep: Dict[str, list]) -> None:
             raise KeyError(f"unknown sweep key '{key}'{_nearest(key, valid)}")
 
 
+VOCAB_ROWS = ("all", "seen")  # train.vocab_rows: Random / Pretrained IPT's table rows (runner/build.py)
+
+
 def check_init(config: Dict) -> None:
     if config["init_head"] not in ("auto", True, False):
         raise ValueError(f"init_head must be auto, true or false (got {config['init_head']!r})")
@@ -329,11 +332,14 @@ def check_init(config: Dict) -> None:
 
 
 def check_train(config: Dict) -> None:
-    """The optimizer / schedule settings (train.adam_betas, adam_eps, weight_decay, scheduler)."""
+    """The optimizer / schedule settings (train.adam_betas, adam_eps, weight_decay, scheduler) and vocab_rows."""
     from ..training.optim import check_optimizer_settings
 
     t = config["train"]
     check_optimizer_settings(t["adam_betas"], t["adam_eps"], t["weight_decay"], t["scheduler"])
+    if t["vocab_rows"] not in VOCAB_ROWS:  # any other value trained every row, silently
+        raise ValueError(f"train.vocab_rows must be one of {list(VOCAB_ROWS)} (got {t['vocab_rows']!r}): all keeps a "
+                         "table row per vocabulary id, seen only the ids the training text uses")
 
 
 def check_protocol(config: Dict) -> None:
