@@ -300,11 +300,16 @@ class _CudaGenerator:
         self.state = state
 
 
-def test_a_checkpoint_from_a_machine_with_more_gpus_resumes_on_one_with_fewer(monkeypatch):
+@pytest.mark.parametrize("part", ["prompt training", "category pretraining"])
+def test_a_checkpoint_from_a_machine_with_more_gpus_resumes_on_one_with_fewer(monkeypatch, part):
     """A run checkpointed where 2 GPUs were visible (``get_rng_state_all`` saves one state per GPU) resumed with
-    one (another machine, ``CUDA_VISIBLE_DEVICES=0``): was an IndexError from inside torch.cuda on resume. The
-    GPU there continues the saved stream of GPU 0; the absent GPU's state has nothing to continue."""
-    from openprompt_ipt.training.checkpoint import rng_state, set_rng_state
+    one (another machine, ``CUDA_VISIBLE_DEVICES=0``): was an IndexError from inside torch.cuda on resume (prompt
+    training), and restored no GPU stream at all (category pretraining). The GPU there continues the saved stream
+    of GPU 0; the absent GPU's state has nothing to continue."""
+    if part == "prompt training":
+        from openprompt_ipt.training.checkpoint import rng_state, set_rng_state
+    else:
+        from openprompt_ipt.pretraining.train import _rng_state as rng_state, _set_rng_state as set_rng_state
 
     state = rng_state()
     saved = [torch.full((16,), 7, dtype=torch.uint8), torch.full((16,), 9, dtype=torch.uint8)]

@@ -100,9 +100,10 @@ def _rng_state() -> Dict:
 def _set_rng_state(state: Optional[Dict]) -> None:
     if not state:  # a state file of an older version: training goes on from the seed's stream
         return
+    from ..training.checkpoint import restore_cuda_rng
+
     torch.set_rng_state(state["cpu"].cpu())
-    if "cuda" in state and torch.cuda.is_available() and len(state["cuda"]) == torch.cuda.device_count():
-        torch.cuda.set_rng_state_all([s.cpu() for s in state["cuda"]])
+    restore_cuda_rng(state.get("cuda"))  # a machine with fewer GPUs continues those it has (restored none before)
 
 
 def check_finite(loss: float, epoch: int, batch: int, state_path: Optional[str]) -> None:

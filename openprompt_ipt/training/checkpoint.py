@@ -54,11 +54,16 @@ def set_rng_state(state: Dict) -> None:
     random.setstate(state["python"])
     np.random.set_state(state["numpy"])
     torch.set_rng_state(state["torch"])
-    if "cuda" in state and torch.cuda.is_available():
-        # one state per GPU that was visible when saved: a machine with fewer GPUs (or CUDA_VISIBLE_DEVICES)
-        # restores those it has (set_rng_state_all raised an IndexError); nothing ran on the others
-        for index, saved in enumerate(state["cuda"][:torch.cuda.device_count()]):
-            torch.cuda.set_rng_state(saved.cpu(), index)
+    restore_cuda_rng(state.get("cuda"))
+
+
+def restore_cuda_rng(saved_states) -> None:
+    """One state per GPU that was visible when saved: a machine with fewer GPUs (or CUDA_VISIBLE_DEVICES)
+    restores those it has (set_rng_state_all raised an IndexError); nothing ran on the others."""
+    if saved_states is None or not torch.cuda.is_available():
+        return
+    for index, saved in enumerate(saved_states[:torch.cuda.device_count()]):
+        torch.cuda.set_rng_state(saved.cpu(), index)
 
 
 def checkpoint_root(run_dir: str) -> str:
