@@ -94,3 +94,33 @@ def test_frozen_dropout_keeps_the_frozen_plm_dropout_on(tiny_checkpoint, tmp_pat
             torch.manual_seed(1)
             b = pm.prompt_model(clone(batch)).hidden_states[-1]
         assert torch.allclose(a, b) is (not dropout_on)  # two passes differ only with dropout on
+
+
+@pytest.mark.parametrize("head_class", ["cls_head", "regression_head"])
+def test_cls_head_on_a_plm_loaded_in_bf16(plm, head_class):
+    """The head is made in fp32 (like the prompt, so its small steps are not rounded away); on a PLM loaded in bf16
+    it read the PLM's bf16 states and stopped: "mat1 and mat2 must have the same dtype, but got BFloat16 and
+    Float". The states are cast to the head's dtype: fp32 logits = the head on the bf16 PLM's first-token state."""
+    from openprompt_ipt.openprompt.verbalizers import RegressionHeadVerbalizer
+
+    model, tok = plm
+    model = model.to(torch.bfloat16)
+    template = InstanceWiseTemplate(model, tok, text=TEXT, strategy="random", prompt_length=3)
+    head = (ClsHeadVerbalizer(tok, model, num_classes=3) if head_class == "cls_head"
+            else RegressionHeadVerbalizer(tok, model, num_classes=1))
+    assert {p.dtype for p in head.parameters()} == {torch.float32}
+    pm = PromptForClassification(model, template, head, freeze_plm=True, plm_eval_mode=True).eval()
+    batch = batch_for(pm, tok, examples(4))
+    with torch.no_grad():
+        logits = pm(clone(batch))
+        states = pm.prompt_model(clone(batch)).hidden_states[-1]
+    assert states.dtype == torch.bfloat16 and logits.dtype == torch.float32
+    torch.testing.assert_close(logits, head.head(states[:, :1].float()), rtol=0, atol=0)
+    pm.train()
+    logits = pm(clone(batch))
+    loss = (torch.nn.functional.cross_entropy(logits, batch["label"]) if head_class == "cls_head"
+            else torch.nn.functional.mse_loss(logits.squeeze(-1), batch["label"].float()))
+    loss.backward()
+    trained = list(head.parameters()) + [p for n, p in template.named_parameters()
+                                         if p.requires_grad and not n.startswith("raw_embedding")]
+    assert all(p.grad is not None and bool(torch.isfinite(p.grad).all()) for p in trained)

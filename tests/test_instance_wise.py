@@ -5,7 +5,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from helpers import SENTENCES, batch_for, build, clone, examples
+from helpers import SENTENCES, TEXT, batch_for, build, build_prefix, clone, examples
 from openprompt_ipt import InstanceWiseTemplate
 from openprompt_ipt.generators import save_table
 from openprompt_ipt.training import build_optimizers
@@ -173,3 +173,60 @@ def test_max_length_overflow_is_a_clear_error(bert):
         batch[k] = batch[k].repeat(1, 2)
     with pytest.raises(ValueError, match="max_seq_length"):
         pm(batch)
+
+
+SOFT_TEXT = '{"soft"} {"soft"} ' + TEXT
+
+
+@pytest.mark.parametrize("case", ["instance_wise", "instance_wise-soft", "generated_prefix-soft"])
+def test_a_plm_loaded_in_bf16_takes_the_prompt_in_its_dtype(plm, case):
+    """A PLM loaded in bf16 (``from_pretrained(..., dtype=torch.bfloat16)``) under an fp32 prompt: MixedTemplate's
+    ``torch.where`` of its fp32 ``{"soft"}`` table with the PLM's bf16 embeddings gave fp32 ``inputs_embeds``, and
+    the PLM's first LayerNorm stopped ("mixed dtype (CPU): expect parameter to have scalar type of Float"), for
+    every InstanceWiseTemplate and a GeneratedPrefixTemplate with {"soft"} tokens. The trained tensors stay fp32 (as
+    PEFT keeps a prompt's weights) and enter in the PLM's dtype: the logits are those of the fp32 model cast to bf16
+    as a whole, and one AdamW step at a small lr moves every task-prompt value."""
+    import copy
+
+    model, tok = plm
+    with torch.no_grad():  # weights large enough that the prompt moves the logits well past bf16's rounding
+        for p in model.parameters():
+            if p.dim() > 1:
+                p.normal_(0, 0.2)
+    kind, soft = case.split("-")[0], case.endswith("-soft")
+    text = SOFT_TEXT if soft else TEXT
+
+    def make(m):
+        torch.manual_seed(3)
+        if kind == "generated_prefix":
+            return build_prefix(m, tok, text=text, generator="idpg", prompt_length=4,
+                                idpg={"depth": "single", "layer": "dnn", "hidden": 8})
+        return build(m, tok, text=text, strategy="random", prompt_length=3, task_prompt_length=2)
+
+    full = make(model)
+    ours = make(copy.deepcopy(model).to(torch.bfloat16))
+    ours.load_state_dict(full.state_dict())
+    trained = {n: p for n, p in ours.template.named_parameters() if p.requires_grad and not n.startswith("raw_embedding")}
+    assert {p.dtype for p in trained.values()} == {torch.float32}
+    reference = copy.deepcopy(full).to(torch.bfloat16)  # everything, the prompt included, in bf16
+    batch = batch_for(full, tok, examples(4))
+    with torch.no_grad():
+        logits, expected = ours(clone(batch)), reference(clone(batch))
+        without = copy.deepcopy(reference)
+        for n, p in without.template.named_parameters():
+            if n in trained:
+                p.zero_()
+        moved = (without(clone(batch)).float() - expected.float()).abs().max()
+    assert logits.dtype == torch.bfloat16
+    atol = 0.0 if kind == "instance_wise" else 0.05  # IDPG's generator computes in fp32 here, in bf16 there
+    torch.testing.assert_close(logits.float(), expected.float(), rtol=0, atol=atol)
+    assert moved > 0.2, moved  # the prompt counts: this is not a match of two prompt-free outputs
+    ours.train()
+    optimizer = torch.optim.AdamW(trained.values(), lr=5e-5)
+    before = {n: p.detach().clone() for n, p in trained.items()}
+    F.cross_entropy(ours(clone(batch)).float(), batch["label"]).backward()
+    assert all(p.grad is not None and bool(torch.isfinite(p.grad).all()) for p in trained.values())
+    optimizer.step()
+    assert all(not torch.equal(p, before[n]) for n, p in trained.items())
+    if "task_prompt" in trained:
+        assert bool((ours.template.task_prompt != before["task_prompt"]).all())  # no step rounded away

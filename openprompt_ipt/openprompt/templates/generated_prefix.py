@@ -108,7 +108,7 @@ class GeneratedPrefixTemplate(TrainedTemplateMixin, MixedTemplate):
         inputs = InstanceInputs(batch["input_ids"], batch["attention_mask"], content_mask(batch, "text_part_ids"),
                                 field(batch, "text_part_ids"))
         if self.num_soft_token:
-            batch = super().process_batch(batch)  # hard + {"soft"} tokens -> inputs_embeds
+            batch = self._embeds_in_plm_dtype(super().process_batch(batch))  # hard + {"soft"} tokens -> inputs_embeds
         else:  # no {"soft"} tokens: MixedTemplate's second lookup and torch.where would change nothing
             batch["inputs_embeds"], batch["input_ids"] = self.raw_embedding(inputs.input_ids), None
         self._keep = place_prompts(self.generator, self.injector, self.placement, batch, inputs)

@@ -96,7 +96,7 @@ class InstanceWiseTemplate(TrainedTemplateMixin, MixedTemplate):
     def process_batch(self, batch):
         self._watch_updates()
         prompts = self.prompt_vectors(batch)  # before MixedTemplate replaces input_ids by inputs_embeds
-        batch = super().process_batch(batch)  # hard + {"soft"} tokens -> inputs_embeds
+        batch = self._embeds_in_plm_dtype(super().process_batch(batch))  # hard + {"soft"} tokens -> inputs_embeds
         if prompts is None:
             return batch
         return prepend(batch, prompts, limit=self.position_limit)

@@ -67,6 +67,17 @@ class TrainedTemplateMixin:
             self._check_updated("at evaluation")
         return super().train(mode)
 
+    # ---- the PLM's dtype at the seam -----------------------------------------------------------------
+    def _embeds_in_plm_dtype(self, batch):
+        """After MixedTemplate's ``process_batch``: its ``torch.where`` of the fp32 ``{"soft"}`` table and a bf16 /
+        fp16 PLM's own embeddings promoted ``inputs_embeds`` to fp32, and the PLM's first LayerNorm stopped on it
+        ("mixed dtype (CPU): expect parameter to have scalar type of Float"). The trained tables stay fp32 (as
+        PEFT keeps a prompt's weights, casting at the injection); the input they give enters in the PLM's dtype."""
+        embeds, dtype = batch["inputs_embeds"], self.raw_embedding.weight.dtype
+        if embeds is not None and embeds.dtype != dtype:
+            batch["inputs_embeds"] = embeds.to(dtype)
+        return batch
+
     # ---- the template text --------------------------------------------------------------------
     @property
     def text(self):

@@ -14,6 +14,8 @@ import torch
 from openprompt.prompt_base import Verbalizer
 from torch import nn
 
+from ...injection.precision import autocast_dtype
+
 
 class ClsHeadVerbalizer(Verbalizer):
     reads_hidden_states = True  # the runner may drop the MLM vocabulary head (runner.plm.skip_mlm_head)
@@ -44,4 +46,10 @@ class ClsHeadVerbalizer(Verbalizer):
     def process_outputs(self, outputs: torch.Tensor, batch=None, **kwargs) -> torch.Tensor:
         if outputs.dim() == 3:  # several masks: each holds the same first-token state
             outputs = outputs[:, 0]
-        return self.head(outputs.unsqueeze(1))  # the module reads features[:, 0, :]
+        features = outputs.unsqueeze(1)  # the module reads features[:, 0, :]
+        dtype = self.head.out_proj.weight.dtype
+        # a PLM loaded in bf16 / fp16 gives its hidden states in that dtype, while the head was made (and trains) in
+        # fp32 like the prompt: "mat1 and mat2 must have the same dtype". Under autocast the head's matmuls cast anyway
+        if features.dtype != dtype and autocast_dtype(features.device.type) is None:
+            features = features.to(dtype)
+        return self.head(features)
