@@ -247,3 +247,36 @@ def test_hf_door_a_masked_lm_padded_past_the_room_gives_outputs_at_the_callers_w
             real = enc["attention_mask"][i].bool()
             torch.testing.assert_close(out.logits[i][real], model(**tok([text], return_tensors="pt")).logits[0],
                                        rtol=0, atol=ATOL)
+
+
+def _left_padded(batch):
+    """``batch`` (right-padded, from our collate) with each row's padding moved before its tokens."""
+    mask = batch["attention_mask"]
+    n, out = mask.size(1), dict(batch)
+    shift = n - mask.sum(dim=1, keepdim=True)
+    order = (torch.arange(n).unsqueeze(0) - shift) % n  # position j takes the row's token j - shift
+    for key, value in batch.items():
+        if isinstance(value, torch.Tensor) and value.dim() == 2 and value.size(1) == n:
+            out[key] = value.gather(1, order)
+    return out
+
+
+@pytest.mark.parametrize("case", ["instance_wise-prompt_tuning", "instance_wise-random", "generated_prefix-s_idpg-dnn-at0",
+                                  "generated_prefix-m_idpg-hidden", "generated_prefix-p_tuning_v2-hidden",
+                                  "generated_prefix-lpt-npg"])
+def test_openprompt_door_a_left_padded_batch_is_one_line(plm, case, tmp_path):
+    """OpenPrompt's loaders (and ours) pad on the right whatever ``tokenizer.padding_side`` says; a batch padded on
+    the left by hand moved every example's positions (the prompt's place, BERT's position ids, the first tokens): its
+    logits changed by ~0.1 without a word. One line naming ``tokenizer.padding_side = "right"``; right-padded batches
+    and a batch without padding pass."""
+    mlm, tok = plm
+    builder, kw = OP_CASES[case]
+    torch.manual_seed(0)
+    pm = builder(mlm, tok, **_files(kw, tmp_path, mlm))
+    pm.eval()
+    batch = batch_for(pm, tok, EXAMPLES)
+    with torch.no_grad():
+        with pytest.raises(ValueError, match=r'starts with padding \(left padding\).*tokenizer.padding_side = "right"'):
+            pm(_left_padded(batch))
+        pm(batch_for(pm, tok, EXAMPLES[:1]))
+        pm(batch)
