@@ -194,3 +194,89 @@ def test_hf_door_left_padding_keeps_a_masked_lms_per_token_outputs(plm, case, tm
         right = tok(texts, padding=True, return_tensors="pt")
         right_labels = torch.where(right["attention_mask"].bool(), right["input_ids"], torch.full_like(right["input_ids"], -100))
         torch.testing.assert_close(model(**right, labels=right_labels).loss, together.loss, rtol=0, atol=ATOL)
+
+
+@pytest.mark.parametrize("side", ["right", "left"])
+@pytest.mark.parametrize("case", ["prompt_tuning", "ipt-random", "s_idpg-dnn-cls", "m_idpg-phm-cls", "p_tuning_v2-kv",
+                                  "p_tuning_v2-hidden", "lpt-npg"])
+def test_hf_door_padding_past_the_room_the_prompt_leaves_is_not_a_refusal(plm, case, side, tmp_path):
+    """``padding="max_length"`` at the tokenizer's limit, or ``pad_to_multiple_of=8`` rounding the ``max_length`` the
+    position check names (123) up to 128: only padding overflows the model's positions with the prompt's. It was the
+    same refusal for every batch, naming the max_length the user had already set; the spare padding is cut now (and
+    comes back as zeros in per-token outputs), and a token past the room is still one line."""
+    from transformers import DataCollatorWithPadding
+
+    from openprompt_ipt.injection import max_positions
+
+    model, tok = hf_model(plm, case, tmp_path)
+    tok.padding_side = side
+    room = max_positions(model.config) - model._prompt_positions()
+    with torch.no_grad():
+        alone = torch.cat([model(**tok([t], return_tensors="pt")).logits for t in TEXTS])
+        full = tok(TEXTS, padding="max_length", truncation=True, max_length=tok.model_max_length, return_tensors="pt")
+        assert full["input_ids"].size(1) + model._prompt_positions() > max_positions(model.config) or case == "lpt-npg"
+        torch.testing.assert_close(model(**full).logits, alone, rtol=0, atol=ATOL)
+        long = " ".join(["the movie was great"] * 60)
+        feats = [tok(t, truncation=True, max_length=room) for t in TEXTS + [long]]
+        batch = DataCollatorWithPadding(tok, pad_to_multiple_of=8, return_tensors="pt")(feats)
+        torch.testing.assert_close(model(**batch).logits[:-1], alone, rtol=0, atol=ATOL)
+        if model._prompt_positions():
+            over = tok(TEXTS + [long], padding=True, truncation=True, max_length=room + 1, return_tensors="pt")
+            with pytest.raises(ValueError, match=rf"{room + 1} input tokens exceed the model's .* max_seq_length <= {room}"):
+                model(**over)
+
+
+@pytest.mark.parametrize("case", ["ipt-random", "s_idpg-dnn-cls", "p_tuning_v2-hidden"])
+def test_hf_door_a_masked_lm_padded_past_the_room_gives_outputs_at_the_callers_width(plm, case, tmp_path):
+    """The cut padding comes back in the per-token outputs (token logits, hidden states): the caller's width, its
+    loss over the same labels, the real tokens' outputs as alone."""
+    mlm, tok = plm
+    model = perturbed(get_instance_prompt_model(mlm, InstancePromptConfig(**copy.deepcopy({**HF_CASES, **HF_EXTRA}[case])),
+                                                tokenizer=tok)).eval()
+    texts = [f"{t} it was {tok.mask_token}" for t in TEXTS]
+    enc = tok(texts, padding="max_length", max_length=tok.model_max_length, return_tensors="pt")
+    labels = torch.where(enc["attention_mask"].bool(), enc["input_ids"], torch.full_like(enc["input_ids"], -100))
+    with torch.no_grad():
+        out = model(**enc, labels=labels, output_hidden_states=True)
+        assert out.logits.shape[:2] == enc["input_ids"].shape
+        assert all(h.shape[:2] == enc["input_ids"].shape for h in out.hidden_states)
+        longest = tok(texts, padding=True, return_tensors="pt")
+        right = torch.where(longest["attention_mask"].bool(), longest["input_ids"], torch.full_like(longest["input_ids"], -100))
+        torch.testing.assert_close(out.loss, model(**longest, labels=right).loss, rtol=0, atol=ATOL)
+        for i, text in enumerate(texts):
+            real = enc["attention_mask"][i].bool()
+            torch.testing.assert_close(out.logits[i][real], model(**tok([text], return_tensors="pt")).logits[0],
+                                       rtol=0, atol=ATOL)
+
+
+def _left_padded(batch):
+    """``batch`` (right-padded, from our collate) with each row's padding moved before its tokens."""
+    mask = batch["attention_mask"]
+    n, out = mask.size(1), dict(batch)
+    shift = n - mask.sum(dim=1, keepdim=True)
+    order = (torch.arange(n).unsqueeze(0) - shift) % n  # position j takes the row's token j - shift
+    for key, value in batch.items():
+        if isinstance(value, torch.Tensor) and value.dim() == 2 and value.size(1) == n:
+            out[key] = value.gather(1, order)
+    return out
+
+
+@pytest.mark.parametrize("case", ["instance_wise-prompt_tuning", "instance_wise-random", "generated_prefix-s_idpg-dnn-at0",
+                                  "generated_prefix-m_idpg-hidden", "generated_prefix-p_tuning_v2-hidden",
+                                  "generated_prefix-lpt-npg"])
+def test_openprompt_door_a_left_padded_batch_is_one_line(plm, case, tmp_path):
+    """OpenPrompt's loaders (and ours) pad on the right whatever ``tokenizer.padding_side`` says; a batch padded on
+    the left by hand moved every example's positions (the prompt's place, BERT's position ids, the first tokens): its
+    logits changed by ~0.1 without a word. One line naming ``tokenizer.padding_side = "right"``; right-padded batches
+    and a batch without padding pass."""
+    mlm, tok = plm
+    builder, kw = OP_CASES[case]
+    torch.manual_seed(0)
+    pm = builder(mlm, tok, **_files(kw, tmp_path, mlm))
+    pm.eval()
+    batch = batch_for(pm, tok, EXAMPLES)
+    with torch.no_grad():
+        with pytest.raises(ValueError, match=r'starts with padding \(left padding\).*tokenizer.padding_side = "right"'):
+            pm(_left_padded(batch))
+        pm(batch_for(pm, tok, EXAMPLES[:1]))
+        pm(batch)

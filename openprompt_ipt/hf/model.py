@@ -20,12 +20,12 @@ from ..generators.layered import InstanceInputs
 from ..injection import max_positions, prepend, trim_outputs
 from ..injection.layout import FAMILIES  # BERT-style encoders: the families whose layout the injection finds
 from ..prompting import build_input_prompt, build_layered_generator, input_prompt_vectors, place_prompts, release_prompts
-from ..prompting.layered_prompt import SECTIONS
+from ..prompting.layered_prompt import SECTIONS, prompt_positions
 from .config import InstancePromptConfig, default_late_layer
 from .gradient_checkpointing import GradientCheckpointingMixin
 from .habits import PeftHabitsMixin
 from .instance_tokens import added_ids, instance_tokens
-from .padding import caller_order, right_padding_order, take
+from .padding import caller_order, padded_to, right_padding_order, take, width_within
 from .replicas import refuse_data_parallel
 from .saving import LOADING_SAVED, NonFiniteWeightsWarning, SavingMixin
 from .shared_base import SharedBaseWarning, register
@@ -240,6 +240,16 @@ class InstancePromptModel(SavingMixin, GradientCheckpointingMixin, PeftHabitsMix
             input_ids, attention_mask, token_type_ids, special_tokens_mask, task_type_ids = (
                 take(t, order) for t in (input_ids, attention_mask, token_type_ids, special_tokens_mask, task_type_ids))
             labels = take(labels, order) if token_loss else labels
+        # padding past the room the prompt leaves (padding="max_length", pad_to_multiple_of) is cut, and comes back
+        # as zeros in the per-token outputs: only a token past it is refused (check_positions names the max_length)
+        width = input_ids.size(1)
+        cut = width_within(attention_mask, max_positions(self.config) - self._prompt_positions(),
+                           labels if token_loss else None)
+        if cut is not None:
+            input_ids, attention_mask, token_type_ids, special_tokens_mask, task_type_ids = (
+                None if t is None else t[:, :cut]
+                for t in (input_ids, attention_mask, token_type_ids, special_tokens_mask, task_type_ids))
+            labels = labels[:, :cut] if token_loss else labels
         content, parts = instance_tokens(input_ids, attention_mask, special_tokens_mask, self.special_ids)
         batch = {"inputs_embeds": self.base_model.get_input_embeddings()(input_ids), "attention_mask": attention_mask}
         if self._checkpointing and self.training and torch.is_grad_enabled():
@@ -291,6 +301,13 @@ class InstancePromptModel(SavingMixin, GradientCheckpointingMixin, PeftHabitsMix
             loss = None if labels is None else _cross_entropy(logits, labels, num_items_in_batch)
             out = SequenceClassifierOutput(loss=loss, logits=logits, hidden_states=out.hidden_states,
                                            attentions=out.attentions)
+        if cut is not None:  # the per-token outputs at the caller's width
+            if getattr(out, "logits", None) is not None and out.logits.dim() == 3:
+                out.logits = padded_to(out.logits, width)
+            if out.hidden_states is not None:
+                out.hidden_states = tuple(padded_to(h, width) for h in out.hidden_states)
+            if getattr(out, "last_hidden_state", None) is not None:
+                out.last_hidden_state = padded_to(out.last_hidden_state, width)
         if order is not None:  # the per-token outputs back at the caller's (left-padded) positions
             back = caller_order(order)
             if getattr(out, "logits", None) is not None and out.logits.dim() == 3:
@@ -301,6 +318,12 @@ class InstancePromptModel(SavingMixin, GradientCheckpointingMixin, PeftHabitsMix
                 out.last_hidden_state = take(out.last_hidden_state, back)
         use_dict = return_dict if return_dict is not None else getattr(self.config, "return_dict", True)
         return out if use_dict else out.to_tuple()
+
+    def _prompt_positions(self) -> int:
+        """How many numbered positions this forward's prompt adds before / into the text."""
+        if self._prompt_off:
+            return 0
+        return self.n_prefix if self.placement is None else prompt_positions(self.generator, self.placement)
 
     def _at_caller_positions(self, per_token, hidden_states, n_prefix, keep):
         """``per_token`` (B, n', ...) and every hidden state without the prompt's positions."""

@@ -33,3 +33,23 @@ def take(x: Optional[torch.Tensor], order: torch.Tensor) -> Optional[torch.Tenso
         return None
     index = order.view(*order.shape, *([1] * (x.dim() - 2))).expand(*order.shape, *x.shape[2:])
     return x.gather(1, index)
+
+
+def width_within(attention_mask: torch.Tensor, room: int, labels: Optional[torch.Tensor] = None) -> Optional[int]:
+    """The width to cut a right-padded batch to when only its padding overflows the ``room`` the prompt leaves under
+    the model's positions (``padding="max_length"`` at the tokenizer's limit, or ``pad_to_multiple_of=8`` rounding a
+    fitting ``max_length`` up): ``room``; ``None`` when the batch fits, or when a token (or a token label other than
+    -100) sits past the room, which the position check then names."""
+    if attention_mask.size(1) <= room:
+        return None
+    if bool(attention_mask[:, room:].any()) or (labels is not None and bool((labels[:, room:] != -100).any())):
+        return None
+    return room
+
+
+def padded_to(x: Optional[torch.Tensor], width: int) -> Optional[torch.Tensor]:
+    """``x`` (B, n, ...) with zeros after position n, to ``width`` positions: the padding columns ``width_within``
+    cut, back in a per-token output."""
+    if x is None or x.size(1) >= width:
+        return x
+    return torch.cat([x, x.new_zeros(x.size(0), width - x.size(1), *x.shape[2:])], dim=1)

@@ -33,3 +33,17 @@ def content_mask(batch, key: str):
                   "included); build batches with OpenPrompt's PromptDataLoader or openprompt_ipt.data.encode_examples "
                   "after importing openprompt_ipt", MissingContentFlagWarning, stacklevel=3)
     return batch["attention_mask"].bool()
+
+
+LEFT_PADDING = ("a row of this batch starts with padding (left padding): the templates read an example from position 0 "
+                "(the prompt's place, the first tokens, the positions), so its logits would change with its "
+                "batch-mates; pad on the right: tokenizer.padding_side = \"right\" (OpenPrompt's PromptDataLoader and "
+                "openprompt_ipt.data.make_loader always do)")
+
+
+def refuse_left_padding(attention_mask) -> None:
+    """One line for a left-padded batch (a row that starts with padding and holds a token): one host read."""
+    if attention_mask is None or attention_mask.dim() != 2 or attention_mask.size(1) == 0:
+        return
+    if bool(((attention_mask[:, 0] == 0) & attention_mask.bool().any(dim=1)).any()):
+        raise ValueError(LEFT_PADDING)

@@ -25,7 +25,7 @@ import torch
 from openprompt.prompts import MixedTemplate
 from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES, MODEL_FOR_MASKED_LM_MAPPING_NAMES
 
-from ...injection.batch import content_mask, field
+from ...injection.batch import content_mask, field, refuse_left_padding
 from ...generators.layered import InstanceInputs
 from ...injection import INSERT_POSITIONS
 from ...prompting import build_layered_generator, place_prompts, release_prompts
@@ -105,6 +105,7 @@ class GeneratedPrefixTemplate(TrainedTemplateMixin, MixedTemplate):
 
     def process_batch(self, batch):
         self._watch_updates()
+        refuse_left_padding(batch["attention_mask"])
         inputs = InstanceInputs(batch["input_ids"], batch["attention_mask"], content_mask(batch, "text_part_ids"),
                                 field(batch, "text_part_ids"))
         if self.num_soft_token:

@@ -16,7 +16,7 @@ from typing import Optional, Sequence
 import torch
 from openprompt.prompts import MixedTemplate
 
-from ...injection.batch import content_mask
+from ...injection.batch import content_mask, field, refuse_left_padding
 from ...injection import max_positions, prepend, trim_outputs
 from ...prompting import STRATEGY_NAMES, build_input_prompt, input_prompt_vectors
 from ...prompting.input_prompt import PositionDropout
@@ -95,6 +95,7 @@ class InstanceWiseTemplate(TrainedTemplateMixin, MixedTemplate):
 
     def process_batch(self, batch):
         self._watch_updates()
+        refuse_left_padding(field(batch, "attention_mask"))
         prompts = self.prompt_vectors(batch)  # before MixedTemplate replaces input_ids by inputs_embeds
         batch = self._embeds_in_plm_dtype(super().process_batch(batch))  # hard + {"soft"} tokens -> inputs_embeds
         if prompts is None:
