@@ -23,6 +23,7 @@ from test_training import write_cb
 pytestmark = [pytest.mark.skipif(bool(unavailable()), reason=unavailable() or "-"),
               pytest.mark.usefixtures("one_thread")]
 ATOL = 1e-5
+CPU_DEVICE = torch.device("cpu")
 TEXTS = ["the movie was great", "a good film", "terrible movie", "bad film"]
 # the cached M(x) of IDPG (its default; the conformance variants turn it off) and a cached S-IDPG
 OPENPROMPT = {**VARIANTS,
@@ -218,4 +219,55 @@ def test_hf_door_wraps_a_base_already_on_the_gpu(bert, case, tmp_path):
         assert all(t.device == GPU for t in list(model.parameters()) + list(model.buffers()))
         with torch.no_grad():
             logits = model(**on(batch, GPU)).logits
+    torch.testing.assert_close(logits.cpu(), reference, rtol=0, atol=ATOL)
+
+
+def build_on(device, backbone_path, template_name, section, verbalizer, exs, monkeypatch):
+    """``build_model`` with the PLM moved to ``device`` as soon as it is loaded, before the template and the
+    verbalizer are made over it (``plm.cuda()`` first, then OpenPrompt's ``load_template`` / ``load_verbalizer``)."""
+    import openprompt_ipt.runner.plm as plm_module
+
+    real = plm_module.load_backbone
+
+    def loaded_then_moved(*args, **kwargs):
+        model, tokenizer, wrapper_class = real(*args, **kwargs)
+        torch.manual_seed(1)  # the same prompt initialisation on both devices (loading under fake_gpu draws numbers)
+        return model.to(device), tokenizer, wrapper_class
+    monkeypatch.setattr(plm_module, "load_backbone", loaded_then_moved)
+    cfg = runner_config(backbone_path, template_name, section, verbalizer)
+    if verbalizer == "cls_head":
+        cfg["cls_head"] = {}
+    return build_model(cfg, exs, 2, ["yes", "no"])
+
+
+@pytest.mark.parametrize("variant", list(OPENPROMPT))
+def test_openprompt_door_over_a_plm_already_on_the_gpu(backbones, variant, monkeypatch):  # noqa: F811
+    """``plm.cuda()``, then our template and ``cls_head`` over it (OpenPrompt's ``load_plm`` then ``load_template``,
+    without a ``.cuda()`` of the whole PromptForClassification): their new parameters are made where the PLM's
+    input embeddings are, as OpenPrompt's SoftTemplate takes its vectors from the PLM's; they were made on the
+    CPU, and the first forward failed on tensors on two devices. The logits are the CPU-built model's.
+    (OpenPrompt's own Manual- / SoftVerbalizer keep CPU tensors there, and need the ``.cuda()`` of the whole.)"""
+    verbalizer = "cls_head"
+    model_path, table = backbones["roberta"]
+    template_name, section = OPENPROMPT[variant]
+    section = resolve(section, table)
+    exs = examples(4)
+    reference_model, tokenizer, wrapper_class = build_on(CPU_DEVICE, model_path, template_name, section, verbalizer,
+                                                         exs, monkeypatch)
+    wrapper = wrapper_class(max_seq_length=MAX_LEN, tokenizer=tokenizer, truncate_method="balanced")
+    batch = next(iter(make_loader(encode_examples(exs, reference_model.template, wrapper), len(exs),
+                                  tokenizer.pad_token_id)))
+    reference_model.eval()
+    with torch.no_grad():
+        reference = reference_model(dict(batch))
+    with fake_gpu():
+        model, _, _ = build_on(GPU, model_path, template_name, section, verbalizer, exs, monkeypatch)
+        model.eval()
+        moved = [n for n, t in list(model.named_parameters()) + list(model.named_buffers()) if t.device != GPU]
+        assert not moved, moved
+        with torch.no_grad():
+            logits = model(on(batch, GPU))
+        if model.template.__dict__.get("injection") != "late":  # a new text with {"soft"} tokens: MixedTemplate
+            model.template.text = '{"soft"} {"soft"} ' + model.template.init_config["text"]  # makes their table anew
+            assert model.template.soft_embedding.weight.device == GPU
     torch.testing.assert_close(logits.cpu(), reference, rtol=0, atol=ATOL)

@@ -20,6 +20,7 @@ from ..generators.layered import InstanceInputs
 from ..injection import max_positions, prepend, trim_outputs
 from ..injection.layout import FAMILIES  # BERT-style encoders: the families whose layout the injection finds
 from ..prompting import build_input_prompt, build_layered_generator, input_prompt_vectors, place_prompts, release_prompts
+from ..prompting.device import place_beside
 from ..prompting.layered_prompt import SECTIONS, prompt_positions
 from .config import InstancePromptConfig, default_late_layer
 from .gradient_checkpointing import GradientCheckpointingMixin
@@ -118,15 +119,7 @@ class InstancePromptModel(SavingMixin, GradientCheckpointingMixin, PeftHabitsMix
         """The prompt's own parts on the device of the base's input embeddings, as PEFT places its adapters: a base
         loaded with ``device_map="cuda"`` (or moved before wrapping) got a prompt made on the CPU, and its first
         forward outside the Trainer (which moves the whole model) failed on tensors on two devices."""
-        for child in self.children():
-            if child is not self.base_model:
-                child.to(device)
-        for name, param in self._parameters.items():
-            if param is not None and param.device != device:
-                self._parameters[name] = nn.Parameter(param.detach().to(device), requires_grad=param.requires_grad)
-        for name, buffer in self._buffers.items():
-            if buffer is not None:
-                self._buffers[name] = buffer.to(device)
+        place_beside(self, device, skip=(self.base_model,))
 
     def _build_prompt(self, model, config, tokenizer, head, label_word_ids) -> None:
         embedding = model.get_input_embeddings()

@@ -86,6 +86,7 @@ class GeneratedPrefixTemplate(TrainedTemplateMixin, MixedTemplate):
             raise
         if self.injector is not None:
             self.injector.remove_with(self)
+        self._place_beside_backbone()  # also without a text (on_text_set places it otherwise)
 
     # ---- OpenPrompt hooks -------------------------------------------------------------------
     def on_text_set(self):
@@ -102,6 +103,7 @@ class GeneratedPrefixTemplate(TrainedTemplateMixin, MixedTemplate):
                              "stops at late_layer): drop them from the template text, or use injection: input")
         if self.num_soft_token == 0:  # MixedTemplate's 1-row soft table is unused here
             self.soft_embedding.weight.requires_grad_(False)
+        self._place_beside_backbone()
 
     def process_batch(self, batch):
         self._watch_updates()

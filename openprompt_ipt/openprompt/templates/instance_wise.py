@@ -64,6 +64,7 @@ class InstanceWiseTemplate(TrainedTemplateMixin, MixedTemplate):
             sequence_utilization_rate=sequence_utilization_rate, max_source_tokens=max_source_tokens,
             instance_dropout=float(instance_dropout), table_init=table_init, combine=combine, text=text)
         self.text = text
+        self._place_beside_backbone()  # also without a text (on_text_set places it otherwise)
 
     # ---- OpenPrompt hooks -------------------------------------------------------------------
     def on_text_set(self):
@@ -73,6 +74,7 @@ class InstanceWiseTemplate(TrainedTemplateMixin, MixedTemplate):
         self._check_placeholders()
         if self.num_soft_token == 0:  # MixedTemplate always makes a 1-row table; nothing uses it here
             self.soft_embedding.weight.requires_grad_(False)
+        self._place_beside_backbone()
 
     def prompt_vectors(self, batch) -> Optional[torch.Tensor]:
         """The (B, n_prefix, H) vectors ``process_batch`` puts before the text, in the input embedding

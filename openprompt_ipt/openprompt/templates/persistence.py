@@ -14,6 +14,7 @@ from openprompt.prompt_base import Template
 
 from ...generators import (IDPGGenerator, InstancePromptGenerator, cannot_rebuild, check_exported_tables,
                            exported_tables, exports_in_weights, rebuilding_saved, tokenizer_fingerprint)
+from ...prompting.device import backbone_device, place_beside
 from ...prompting.examples import text_fields_filled
 from ...serialization import check_saved_pair, load_trainable, read_json, save_trainable
 
@@ -129,6 +130,13 @@ class TrainedTemplateMixin:
         # a parsed list (dicts, maybe lambdas) is not JSON: None makes from_pretrained ask for text= rather than reload
         # another text silently
         self.init_config["text"] = self.text if isinstance(self.text, str) else None
+
+    def _place_beside_backbone(self) -> None:
+        """The template's own parameters (generator, task prompt, MixedTemplate's ``{"soft"}`` table) where the PLM's
+        input embeddings are: at the end of ``__init__`` and after each new text (MixedTemplate makes its soft table
+        on the CPU). A PLM moved to the GPU before the template was built over it (``plm.cuda()``, then
+        ``load_template``) got a template on the CPU, and the first forward failed on tensors on two devices."""
+        place_beside(self, backbone_device(self.raw_embedding), skip=(self.raw_embedding,))
 
     def num_trainable_parameters(self) -> int:
         return sum(p.numel() for n, p in self.named_parameters() if p.requires_grad and not n.startswith("raw_embedding"))

@@ -15,6 +15,7 @@ from openprompt.prompt_base import Verbalizer
 from torch import nn
 
 from ...injection.precision import autocast_dtype
+from ...prompting.device import backbone_device, place_beside
 
 
 class ClsHeadVerbalizer(Verbalizer):
@@ -36,6 +37,8 @@ class ClsHeadVerbalizer(Verbalizer):
         for layer in (self.head.dense, self.head.out_proj):  # fairseq's init_bert_params: N(0, 0.02), zero bias
             nn.init.normal_(layer.weight, std=std)
             nn.init.zeros_(layer.bias)
+        # where the PLM is (plm.cuda() before load_verbalizer), as SoftVerbalizer's copy of the PLM's head is
+        place_beside(self, backbone_device(model.get_input_embeddings()))
 
     def gather_outputs(self, outputs) -> torch.Tensor:
         """The first token's last hidden state, broadcast over the sequence: PromptForClassification
