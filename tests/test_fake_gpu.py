@@ -271,3 +271,51 @@ def test_openprompt_door_over_a_plm_already_on_the_gpu(backbones, variant, monke
             model.template.text = '{"soft"} {"soft"} ' + model.template.init_config["text"]  # makes their table anew
             assert model.template.soft_embedding.weight.device == GPU
     torch.testing.assert_close(logits.cpu(), reference, rtol=0, atol=ATOL)
+
+
+# OpenPrompt door templates whose nn.DataParallel copies compute their own logits (as in the 🤗 door)
+OPENPROMPT_DATA_PARALLEL_SAFE = ("prompt_tuning", "ipt_random", "ipt_pretrained")
+
+
+def openprompt_model(backbones, variant):  # noqa: F811
+    model_path, table = backbones["bert"]
+    template_name, section = OPENPROMPT[variant]
+    exs = examples(4)
+    torch.manual_seed(1)
+    model, tokenizer, wrapper_class = build_model(runner_config(model_path, template_name, resolve(section, table),
+                                                                "soft_verbalizer"), exs, 2, ["yes", "no"])
+    wrapper = wrapper_class(max_seq_length=MAX_LEN, tokenizer=tokenizer, truncate_method="balanced")
+    batch = next(iter(make_loader(encode_examples(exs, model.template, wrapper), len(exs), tokenizer.pad_token_id)))
+    return model.eval(), batch
+
+
+@pytest.mark.parametrize("variant", list(OPENPROMPT))
+def test_openprompt_door_under_data_parallel_computes_each_copys_logits_or_refuses(backbones, variant, replicate):  # noqa: F811
+    """OpenPrompt's ClassificationRunner wraps the PromptForClassification in nn.DataParallel when
+    ``environment.num_gpus > 1``, and its copies run at once in threads. Here copy 1 runs its whole forward while
+    copy 0 is between its template's ``process_batch`` and its PLM pass (as threads interleave): kv / hidden / late
+    prompts went through hooks both copies share (copy 0's layers then got copy 1's prompts, or none: wrong logits
+    without a word), and IDPG / encoder generators read the backbone outside the copies. Those now refuse in one
+    line; the others give each copy the one-device logits."""
+    model, batch = openprompt_model(backbones, variant)
+    with torch.no_grad():
+        reference = model(dict(batch))
+        with fake_gpu():
+            first, second = replicate(model)
+            copied = first.prompt_model.template
+            real_process_batch = copied.process_batch
+            seen = {}
+
+            def interleaved(b):
+                out = real_process_batch(b)
+                seen["second"] = second(on(batch, GPU))  # copy 1's forward, while copy 0's prompts are armed
+                return out
+            copied.process_batch = interleaved
+            if variant not in OPENPROMPT_DATA_PARALLEL_SAFE:
+                with pytest.raises(RuntimeError, match=r"Template \(.*\) does not run under nn\.DataParallel .*"
+                                   r"environment\.num_gpus: 1, or CUDA_VISIBLE_DEVICES=0\), or one process per GPU"):
+                    first(dict(batch))
+                return
+            logits = first(dict(batch))
+    torch.testing.assert_close(seen["second"].cpu(), reference, rtol=0, atol=ATOL)
+    torch.testing.assert_close(logits, reference, rtol=0, atol=ATOL)

@@ -96,6 +96,7 @@ class InstanceWiseTemplate(TrainedTemplateMixin, MixedTemplate):
                 + [f"instance {i + 1}" for i in range(self.prompt_length)])
 
     def process_batch(self, batch):
+        self._refuse_shared_replica()
         self._watch_updates()
         refuse_left_padding(field(batch, "attention_mask"))
         prompts = self.prompt_vectors(batch)  # before MixedTemplate replaces input_ids by inputs_embeds

@@ -16,6 +16,7 @@ from ...generators import (IDPGGenerator, InstancePromptGenerator, cannot_rebuil
                            exported_tables, exports_in_weights, rebuilding_saved, tokenizer_fingerprint)
 from ...prompting.device import backbone_device, place_beside
 from ...prompting.examples import text_fields_filled
+from ...prompting.replicas import shares_state_across_replicas
 from ...serialization import check_saved_pair, load_trainable, read_json, save_trainable
 
 CONFIG_FILE, WEIGHTS_FILE = "template_config.json", "template.safetensors"
@@ -130,6 +131,28 @@ class TrainedTemplateMixin:
         # a parsed list (dicts, maybe lambdas) is not JSON: None makes from_pretrained ask for text= rather than reload
         # another text silently
         self.init_config["text"] = self.text if isinstance(self.text, str) else None
+
+    def _refuse_shared_replica(self) -> None:
+        """One line at the start of a forward of an nn.DataParallel copy (OpenPrompt's ClassificationRunner wraps the
+        PromptForClassification in one when ``environment.num_gpus > 1``) where the copies would share the prompt's
+        state: they run at once in threads, and kv / hidden / late prompts through shared hooks reached another copy's
+        layers (or none did: wrong logits without a word); IDPG / encoder generators read the CPU's backbone."""
+        if not getattr(self, "_is_replica", False):
+            return
+        why = shares_state_across_replicas(getattr(self, "injector", None), self.generator)
+        if why:
+            raise RuntimeError(f"{type(self).__name__} ({self._method_name()}) does not run under nn.DataParallel "
+                               "(OpenPrompt's ClassificationRunner's choice when environment.num_gpus > 1): "
+                               f"{why}, so the copies' logits would be wrong. Use one GPU (environment.num_gpus: 1, "
+                               "or CUDA_VISIBLE_DEVICES=0), or one process per GPU with DistributedDataParallel "
+                               "(torchrun --nproc_per_node N; our runner: accelerate launch --num_processes N "
+                               "experiments/run.py)")
+
+    def _method_name(self) -> str:
+        config = self.init_config
+        if "generator" in config:
+            return f"generator '{config['generator']}', injection '{config.get('injection')}'"
+        return f"strategy '{config.get('strategy')}'"
 
     def _place_beside_backbone(self) -> None:
         """The template's own parameters (generator, task prompt, MixedTemplate's ``{"soft"}`` table) where the PLM's
