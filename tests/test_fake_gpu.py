@@ -240,7 +240,12 @@ def build_on(device, backbone_path, template_name, section, verbalizer, exs, mon
     return build_model(cfg, exs, 2, ["yes", "no"])
 
 
-@pytest.mark.parametrize("variant", list(OPENPROMPT))
+# Random IPT's table started from the PLM's own embeddings, rows kept for some ids (copied from the GPU's table)
+PLM_ROWS = {"ipt_random_plm_rows": ("instance_wise", dict(strategy="random", prompt_length=4, table_init="plm",
+                                                          vocab_rows=list(range(5, 40))))}
+
+
+@pytest.mark.parametrize("variant", list(OPENPROMPT) + list(PLM_ROWS))
 def test_openprompt_door_over_a_plm_already_on_the_gpu(backbones, variant, monkeypatch):  # noqa: F811
     """``plm.cuda()``, then our template and ``cls_head`` over it (OpenPrompt's ``load_plm`` then ``load_template``,
     without a ``.cuda()`` of the whole PromptForClassification): their new parameters are made where the PLM's
@@ -249,7 +254,7 @@ def test_openprompt_door_over_a_plm_already_on_the_gpu(backbones, variant, monke
     (OpenPrompt's own Manual- / SoftVerbalizer keep CPU tensors there, and need the ``.cuda()`` of the whole.)"""
     verbalizer = "cls_head"
     model_path, table = backbones["roberta"]
-    template_name, section = OPENPROMPT[variant]
+    template_name, section = {**OPENPROMPT, **PLM_ROWS}[variant]
     section = resolve(section, table)
     exs = examples(4)
     reference_model, tokenizer, wrapper_class = build_on(CPU_DEVICE, model_path, template_name, section, verbalizer,
@@ -319,3 +324,29 @@ def test_openprompt_door_under_data_parallel_computes_each_copys_logits_or_refus
             logits = first(dict(batch))
     torch.testing.assert_close(seen["second"].cpu(), reference, rtol=0, atol=ATOL)
     torch.testing.assert_close(logits, reference, rtol=0, atol=ATOL)
+
+
+def test_vocab_table_rows_copied_across_devices():
+    """A restricted vocabulary table (``vocab_rows``) on the GPU given rows from the CPU (a saved table, an
+    ``init_from`` run), and one on the CPU given the GPU's: the rows land as on one device (an index_put across
+    devices raised before)."""
+    from openprompt_ipt.generators.vocab_table import VocabPromptTable, table_rows_by_id
+
+    torch.manual_seed(0)
+    weight = torch.randn(12, 4)
+    saved = torch.randn(5, 4)  # a table that kept ids 2, 3, 7 (+ the shared row and the pad row)
+    reference = VocabPromptTable(12, 4, 4, rows=[1, 2, 3, 7])
+    reference.load_vocab_weight(weight)
+    expected, *ids = table_rows_by_id(reference, saved, [2, 3, 7])
+    with fake_gpu():
+        on_gpu = VocabPromptTable(12, 4, 4, rows=[1, 2, 3, 7])
+        on_gpu.embedding.weight.data.copy_(reference.embedding.weight.data)
+        on_gpu.to(GPU)
+        on_gpu.load_vocab_weight(weight)  # CPU rows into the GPU's table
+        rows, *gpu_ids = table_rows_by_id(on_gpu, saved, [2, 3, 7])
+        assert rows.device == GPU and gpu_ids == ids
+        torch.testing.assert_close(rows.cpu(), expected, rtol=0, atol=0)
+        on_cpu = VocabPromptTable(12, 4, 4, rows=[1, 2, 3, 7])
+        on_cpu.load_vocab_weight(weight.to(GPU))  # the GPU's rows into a CPU table
+        torch.testing.assert_close(on_cpu.embedding.weight[1:5].detach(), reference.embedding.weight[1:5].detach(),
+                                   rtol=0, atol=0)

@@ -52,7 +52,9 @@ class VocabPromptTable(nn.Module):
 
     @torch.no_grad()
     def load_vocab_weight(self, weight: torch.Tensor) -> None:
-        """Copy a (vocab, dim) matrix into the table (only the kept rows when restricted)."""
+        """Copy a (vocab, dim) matrix into the table (only the kept rows when restricted), from any device: the
+        PLM's embeddings on a GPU into a table still on the CPU (``table_init: plm`` over ``plm.cuda()``) was an
+        index_put across devices."""
         if weight.shape[1] != self.dim:
             raise ValueError(f"table width {weight.shape[1]} != table_dim {self.dim}")
         n = min(weight.shape[0], self.vocab_size)
@@ -60,7 +62,8 @@ class VocabPromptTable(nn.Module):
             self.embedding.weight[:n] = weight[:n].to(self.embedding.weight.dtype)
         else:
             kept = torch.tensor([r for r in self.rows if r < n], dtype=torch.long)
-            self.embedding.weight[self.row_of[kept]] = weight[kept].to(self.embedding.weight.dtype)
+            own = self.embedding.weight
+            self.embedding.weight[self.row_of[kept]] = weight[kept.to(weight.device)].to(own.device, own.dtype)
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         rows = ids if self.rows is None else self.row_of[ids]
@@ -93,7 +96,7 @@ def table_rows_by_id(table: VocabPromptTable, weight: torch.Tensor, kept: Option
     if kept is not None and table.rows is not None:  # both restricted: the row of every other id
         src, dst = src + [0], dst + [0]
     out = table.embedding.weight.detach().clone()
-    out[torch.tensor(dst, dtype=torch.long)] = weight[torch.tensor(src, dtype=torch.long)].to(out.dtype)
+    out[torch.tensor(dst, dtype=torch.long)] = weight[torch.tensor(src, dtype=torch.long)].to(out.device, out.dtype)
     return out, copied, sorted(set(here) - set(there)), sorted(set(there) - set(here))
 
 
