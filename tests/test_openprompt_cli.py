@@ -72,3 +72,23 @@ def test_reproduce_seed_0_seeds_the_run_and_a_negative_seed_is_one_line(tiny_mod
     assert proc.returncode == 2 and not (tmp_path / "c").exists()
     assert proc.stderr.strip().splitlines()[-1] == ("error: reproduce.seed = -1 is not allowed: give an integer in "
                                                      "[0, 4294967295] (or null: unseeded)")
+
+
+def test_several_gpus_with_a_template_data_parallel_breaks_is_one_line(tiny_model_dir, tmp_path, monkeypatch, capsys):
+    """``environment.num_gpus: 2`` on a machine with two GPUs: OpenPrompt's runner would wrap the model in
+    nn.DataParallel, whose copies share a generated prefix's hooks (wrong logits without a word). One ``error:``
+    line before its runner is built, naming the fix."""
+    import torch
+
+    from openprompt_ipt.openprompt import cli
+
+    write_task(tmp_path / "assets", "boolq")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # fix_device keeps num_gpus: 2
+    monkeypatch.chdir(tmp_path)
+    rc = cli.main(["--config_yaml", os.path.join(ROOT, "yamls", "openprompt", "boolq_generated_prefix.yaml"),
+                   "--data-root", str(tmp_path / "assets"), "--plm.model_path", tiny_model_dir,
+                   "--environment.num_gpus", "2", "--logging.path_base", str(tmp_path / "logs")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and err[-1].startswith("error: GeneratedPrefixTemplate (generator 'ipt_random', injection 'kv') "
+                                          "does not run under nn.DataParallel"), err[-3:]
+    assert "environment.num_gpus: 1, or CUDA_VISIBLE_DEVICES=0" in err[-1]

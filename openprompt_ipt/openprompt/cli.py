@@ -194,6 +194,9 @@ def build_runner(config, exp_path, labels, train, dev, test):
     config.logging.path = exp_path
     plm, tokenizer, plm_config, wrapper = load_backbone(config.plm.model_path, config.plm.model_name)  # change 2
     template = load_template(config=config, model=plm, tokenizer=tokenizer, plm_config=plm_config)
+    refusal = getattr(template, "data_parallel_refusal", lambda: "")()
+    if config.environment.num_gpus > 1 and not config.environment.model_parallel and refusal:
+        raise ValueError(refusal)  # its runner's nn.DataParallel: one line now, not at the first batch
     verbalizer = load_verbalizer(config=config, model=plm, tokenizer=tokenizer, plm_config=plm_config, classes=labels)
     model = PromptForClassification(plm, template, verbalizer, freeze_plm=config.plm.optimize.freeze_para)
 

@@ -132,21 +132,27 @@ class TrainedTemplateMixin:
         # another text silently
         self.init_config["text"] = self.text if isinstance(self.text, str) else None
 
-    def _refuse_shared_replica(self) -> None:
-        """One line at the start of a forward of an nn.DataParallel copy (OpenPrompt's ClassificationRunner wraps the
-        PromptForClassification in one when ``environment.num_gpus > 1``) where the copies would share the prompt's
-        state: they run at once in threads, and kv / hidden / late prompts through shared hooks reached another copy's
-        layers (or none did: wrong logits without a word); IDPG / encoder generators read the CPU's backbone."""
-        if not getattr(self, "_is_replica", False):
-            return
+    def data_parallel_refusal(self) -> str:
+        """The line that refuses nn.DataParallel for this template ("" where its copies compute their own logits):
+        OpenPrompt's ClassificationRunner wraps the PromptForClassification in one when ``environment.num_gpus > 1``,
+        and the copies run at once in threads: kv / hidden / late prompts through hooks every copy shares reached
+        another copy's layers (or none did: wrong logits without a word); IDPG / encoder generators read the
+        backbone outside the copies."""
         why = shares_state_across_replicas(getattr(self, "injector", None), self.generator)
-        if why:
-            raise RuntimeError(f"{type(self).__name__} ({self._method_name()}) does not run under nn.DataParallel "
-                               "(OpenPrompt's ClassificationRunner's choice when environment.num_gpus > 1): "
-                               f"{why}, so the copies' logits would be wrong. Use one GPU (environment.num_gpus: 1, "
-                               "or CUDA_VISIBLE_DEVICES=0), or one process per GPU with DistributedDataParallel "
-                               "(torchrun --nproc_per_node N; our runner: accelerate launch --num_processes N "
-                               "experiments/run.py)")
+        if not why:
+            return ""
+        return (f"{type(self).__name__} ({self._method_name()}) does not run under nn.DataParallel (OpenPrompt's "
+                f"ClassificationRunner's choice when environment.num_gpus > 1): {why}, so the copies' logits would "
+                "be wrong. Use one GPU (environment.num_gpus: 1, or CUDA_VISIBLE_DEVICES=0), or one process per GPU "
+                "with DistributedDataParallel (torchrun --nproc_per_node N; our runner: accelerate launch "
+                "--num_processes N experiments/run.py)")
+
+    def _refuse_shared_replica(self) -> None:
+        """At the start of a forward of an nn.DataParallel copy: ``data_parallel_refusal``, raised."""
+        if getattr(self, "_is_replica", False):
+            refusal = self.data_parallel_refusal()
+            if refusal:
+                raise RuntimeError(refusal)
 
     def _method_name(self) -> str:
         config = self.init_config
