@@ -416,13 +416,16 @@ def test_tracing_or_exporting_is_one_line(bert, case, tmp_path):
     """``torch.jit.trace`` (and the legacy ``torch.onnx.export``, which traces) recorded the prompt's per-batch steps as
     constants: the traced model gave the eager logits on the batch it was traced with and others on a left-padded
     batch (every method, off by ~0.5) or other texts (Encoder IPT), without a word; ``torch.export`` stopped in a
-    page of ``GuardOnDataDependentSymNode``. Each is one line now; the eager model predicts as before."""
+    page of ``GuardOnDataDependentSymNode``. Each is one line now, ``torch.export(strict=True)`` too (dynamo traced
+    the refusal and raised its own page, "Observed exception ... Developer debug context: ..."); the eager model
+    predicts as before."""
     mlm, tok = bert
     model = _wrap(classifier_from(mlm, initializer_range=0.2), case, tmp_path, mlm, tok).eval()
     batch = _batch(tok)
     args = (batch["input_ids"], batch["attention_mask"])
     for export in (lambda: torch.jit.trace(model, args, strict=False),
-                   lambda: torch.export.export(model, args, strict=False)):
+                   lambda: torch.export.export(model, args, strict=False),
+                   lambda: torch.export.export(model, args, strict=True)):
         with pytest.raises(RuntimeError, match=r"cannot be traced or exported .* serve the eager model") as e:
             export()
         _one_line(e)

@@ -221,8 +221,7 @@ class InstancePromptModel(SavingMixin, GradientCheckpointingMixin, PeftHabitsMix
                 num_items_in_batch: Optional[torch.Tensor | int] = None, task_type_ids: Optional[torch.Tensor] = None):
         """``task_type_ids``: ERNIE's task ids (``use_task_id``), widened over the prompt's positions with each
         example's own id."""
-        if _traced():
-            raise RuntimeError(NOT_TRACEABLE)
+        _refuse_a_trace()
         if getattr(self, "_is_replica", False):  # a copy nn.DataParallel made for one GPU
             refuse_data_parallel(self)
         if input_ids is None:
@@ -313,6 +312,21 @@ def _traced() -> bool:
     is torch >= 2.6, and setup.cfg allows torch 2.1 (where every forward raised an AttributeError)."""
     exporting = getattr(torch.compiler, "is_exporting", None)
     return torch.jit.is_tracing() or (exporting is not None and exporting())
+
+
+def _refuse_a_trace() -> bool:
+    """``NOT_TRACEABLE`` under a trace or an export. Dynamo calls this function as it is, outside the graph it traces
+    (``torch.compiler.assume_constant_result``), so ``torch.export.export(..., strict=True)`` shows this line as
+    raised: raised inside the traced forward it came wrapped in dynamo's page ("Observed exception ... Developer debug
+    context: raised exception RuntimeError(...)"). ``torch.compile`` gets ``False`` once, as a constant."""
+    if _traced():
+        raise RuntimeError(NOT_TRACEABLE)
+    return False
+
+
+# what torch.compiler.assume_constant_result(_refuse_a_trace) sets (torch 2.1 to 2.13), without importing dynamo,
+# which takes seconds, at every import of the package
+_refuse_a_trace._dynamo_marked_constant = True
 
 
 def _mark_base(model, heads) -> None:
