@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
+from contextlib import contextmanager
 from types import SimpleNamespace
 from typing import Optional
 
@@ -72,7 +73,7 @@ class InstancePromptModel(SavingMixin, GradientCheckpointingMixin, PeftHabitsMix
         tokenizer = tokenizer if tokenizer is not None else _load_tokenizer(model)
         check_against_model(tokenizer, model)
         self.prompt_config = config
-        self._prompt_off = self._checkpointing = False
+        self._prompt_off = self._checkpointing = self._vocabulary = False
         label_word_ids = self._label_word_ids(model, tokenizer, config.label_words)  # refused before the base is touched
         self.base_model = model
         as_it_was = self.base_as_it_is(model)
@@ -213,6 +214,21 @@ class InstancePromptModel(SavingMixin, GradientCheckpointingMixin, PeftHabitsMix
     def config(self):
         return self.base_model.config
 
+    @contextmanager
+    def vocabulary_logits(self):
+        """Inside the block a masked LM read through label words returns its vocabulary logits (``MaskedLMOutput``,
+        at the caller's positions, the prompt in place) rather than the class logits, so ``pipeline("fill-mask",
+        model=model, tokenizer=tok)`` scores every token at the text's mask (outside it, the pipeline indexes the class
+        logits as tokens: ``IndexError: too many indices``). A masked LM without label words gives them anyway."""
+        if self.base_model.get_output_embeddings() is None:
+            raise ValueError(f"vocabulary_logits(): {type(self.base_model).__name__} has no vocabulary head; it is for a "
+                             "masked LM (AutoModelForMaskedLM), with or without label_words")
+        previous, self._vocabulary = self._vocabulary, True
+        try:
+            yield self
+        finally:
+            self._vocabulary = previous
+
     # ---- forward ----------------------------------------------------------------------------------
     def forward(self, input_ids: Optional[torch.Tensor] = None, attention_mask: Optional[torch.Tensor] = None,
                 token_type_ids: Optional[torch.Tensor] = None, special_tokens_mask: Optional[torch.Tensor] = None,
@@ -229,7 +245,7 @@ class InstancePromptModel(SavingMixin, GradientCheckpointingMixin, PeftHabitsMix
         if attention_mask is None:
             raise ValueError("the batch has no attention_mask: tokenize with return_attention_mask=True (the default) "
                              "and pad with DataCollatorWithPadding, which keeps it")
-        verbalize = self.label_word_ids.numel() > 0
+        verbalize = self.label_word_ids.numel() > 0 and not self._vocabulary
         token_loss = labels is not None and self._token_labels and not verbalize
         if task_type_ids is not None and self.config.model_type != "ernie":
             raise ValueError(f"task_type_ids are ERNIE's input; this model is '{self.config.model_type}': drop them "
