@@ -230,3 +230,28 @@ def test_fill_mask_on_label_words_inside_vocabulary_logits(plm, case):
                                          r"head|^vocabulary_logits\(\): RobertaForSequenceClassification has no"):
         with classifier.vocabulary_logits():
             pass
+
+
+@pytest.mark.parametrize("problem_type,k", [("multi_label_classification", 3), ("regression", 1)])
+def test_pipeline_scores_and_trainer_predict_agree_with_the_logits(plm, problem_type, k, tmp_path):
+    """The pipeline's default function (sigmoid for multi-label, none for regression), each ``function_to_apply`` under
+    ``top_k=None``, and ``Trainer.predict``'s predictions (padded batches of 4) are the model's logits on each text."""
+    from datasets import Dataset
+    from transformers import DataCollatorWithPadding, Trainer, TrainingArguments, pipeline
+
+    mlm, tok = plm
+    base = classifier_from(mlm, num_labels=k, initializer_range=0.2)
+    base.config.problem_type = problem_type
+    model = _wrap(base, "m_idpg-phm-cls", tok)
+    logits = torch.stack(_alone(model, tok, TEXTS))
+    pipe = pipeline("text-classification", model=model, tokenizer=tok)
+    default = logits.sigmoid() if problem_type == "multi_label_classification" else logits
+    torch.testing.assert_close(_scores(pipe(TEXTS, top_k=None, batch_size=4), k), default, rtol=0, atol=1e-5)
+    for name, function in (("sigmoid", torch.sigmoid), ("softmax", lambda x: x.softmax(-1)), ("none", lambda x: x)):
+        torch.testing.assert_close(_scores(pipe(TEXTS, top_k=None, function_to_apply=name), k), function(logits),
+                                   rtol=0, atol=1e-5)
+    rows = Dataset.from_dict({"text": TEXTS}).map(lambda r: tok(r["text"]), batched=True).remove_columns(["text"])
+    trainer = Trainer(model=model, data_collator=DataCollatorWithPadding(tok),
+                      args=TrainingArguments(output_dir=str(tmp_path / "out"), report_to="none",
+                                             per_device_eval_batch_size=4, use_cpu=True))
+    torch.testing.assert_close(torch.from_numpy(trainer.predict(rows).predictions), logits, rtol=0, atol=1e-5)
