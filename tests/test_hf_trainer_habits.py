@@ -145,7 +145,8 @@ def test_trainer_save_model_writes_the_save_pretrained_folder(plm, case, tmp_pat
     folders = ["by_trainer", "by_model"] + [f"run/{n}" for n in os.listdir(tmp_path / "run") if n.startswith("checkpoint-")]
     for folder in folders:
         assert not (tmp_path / folder / "config.json").exists(), folder
-        with pytest.raises(ValueError, match="Unrecognized model in"):
+        with pytest.raises((ValueError, OSError), match="Unrecognized model in|does not appear to have a file named "
+                                                         "config.json"):  # transformers 5 | 4
             pipeline("text-classification", model=str(tmp_path / folder), tokenizer=tok)
 
 
