@@ -196,3 +196,23 @@ def test_an_output_folder_that_is_a_file_is_one_line_before_any_work(tmp_path, c
     assert err.startswith(f"error: {flag} '{taken}") and f"'{taken}' is a file, not a folder" in err
     assert err.count("\n") == 1 and "Traceback" not in err
     assert taken.read_text() == "keep me\n"
+
+
+def test_predict_names_the_command_that_trains_as_the_user_runs_commands(tmp_path, capsys):
+    """``openprompt-ipt predict`` with a bad ``--run`` told the user to give "the directory experiments/run.py
+    printed", a script a pip install does not have and this user did not run: the console command names
+    ``openprompt-ipt run``; ``experiments/predict.py`` still names its neighbour ``experiments/run.py``."""
+    from test_predict_and_runs import load_script
+
+    killed = tmp_path / "killed"
+    (killed / "checkpoints").mkdir(parents=True)
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text("{}\n")
+    for argv, trains in ((["predict"], "openprompt-ipt run"), (None, "experiments/run.py")):
+        for run, line in ((tmp_path / "typo", f"run directory '{tmp_path / 'typo'}' not found: give the directory "
+                                              f"{trains} printed (<output dir>/<config name>, or its seed<k>)"),
+                          (killed, f"'{killed}' is not a finished run (config.json and best.safetensors are missing) "
+                                   f"but has checkpoints: finish it with the same {trains} command + --resume")):
+            args = ["--run", str(run), "--input", str(rows)]
+            assert (main(argv + args) if argv else load_script("predict").main(args)) == 2
+            assert capsys.readouterr().err == f"error: {line}\n"

@@ -382,18 +382,50 @@ def test_save_pretrained_reads_or_refuses_every_keyword(bert, tmp_path):
     assert sorted(os.listdir(tmp_path / "bin")) == ["instance_prompt_config.json", "model.safetensors"]
 
 
+def test_save_pretrained_into_a_models_folder_is_one_line_and_keeps_its_weights(bert, tmp_path):
+    """Our weights file is named as a 🤗 model's: saved "in place" into the base's own folder (as after full
+    fine-tuning), save_pretrained replaced the base's model.safetensors with the prompt's tensors, and the folder's
+    base then loaded as random weights (from_pretrained(dir) predicted other logits; transformers only logged a table
+    of MISSING keys). A folder with a model's config.json, or a model.safetensors of other weights, is one line now,
+    and nothing in it changes; saving over our own folder still works."""
+    from transformers import AutoModelForSequenceClassification
+
+    mlm, tok = bert
+    base_dir = tmp_path / "base"
+    classifier_from(mlm, initializer_range=0.2).save_pretrained(str(base_dir))
+    tok.save_pretrained(str(base_dir))
+    before = {name: (base_dir / name).read_bytes() for name in os.listdir(base_dir)}
+    model = _wrap(AutoModelForSequenceClassification.from_pretrained(str(base_dir)), "p_tuning_v2-kv", tmp_path, mlm, tok)
+    with pytest.raises(ValueError, match=r"^save_pretrained\('.*base'\): the folder holds a 🤗 model \(config.json\), "
+                                         r"whose model.safetensors this would replace .*: save the prompt to a folder "
+                                         r"of its own") as e:
+        model.save_pretrained(str(base_dir))
+    _one_line(e)
+    assert {name: (base_dir / name).read_bytes() for name in os.listdir(base_dir)} == before
+    (base_dir / "config.json").unlink()  # the weights alone
+    with pytest.raises(ValueError, match=r"its model.safetensors holds other weights \(not an InstancePromptModel's\)"):
+        model.save_pretrained(str(base_dir))
+    assert (base_dir / "model.safetensors").read_bytes() == before["model.safetensors"]
+    model.save_pretrained(str(tmp_path / "out"))
+    model.save_pretrained(str(tmp_path / "out"))  # our own folder: saved again
+    assert sorted(os.listdir(tmp_path / "out")) == ["instance_prompt_config.json", "model.safetensors"]
+
+
 @pytest.mark.parametrize("case", ["prompt_tuning", "ipt-encoder", "p_tuning_v2-kv", "m_idpg-phm-cls", "lpt-npg"])
 def test_tracing_or_exporting_is_one_line(bert, case, tmp_path):
     """``torch.jit.trace`` (and the legacy ``torch.onnx.export``, which traces) recorded the prompt's per-batch steps as
     constants: the traced model gave the eager logits on the batch it was traced with and others on a left-padded
     batch (every method, off by ~0.5) or other texts (Encoder IPT), without a word; ``torch.export`` stopped in a
-    page of ``GuardOnDataDependentSymNode``. Each is one line now; the eager model predicts as before."""
+    page of ``GuardOnDataDependentSymNode``. Each is one line now, ``torch.export(strict=True)`` too (dynamo traced
+    the refusal and raised its own page, "Observed exception ... Developer debug context: ..."); the eager model
+    predicts as before."""
     mlm, tok = bert
     model = _wrap(classifier_from(mlm, initializer_range=0.2), case, tmp_path, mlm, tok).eval()
     batch = _batch(tok)
     args = (batch["input_ids"], batch["attention_mask"])
     for export in (lambda: torch.jit.trace(model, args, strict=False),
-                   lambda: torch.export.export(model, args, strict=False)):
+                   lambda: torch.export.export(model, args, strict=False),
+                   lambda: torch.export.export(model, args, strict=True)):
         with pytest.raises(RuntimeError, match=r"cannot be traced or exported .* serve the eager model") as e:
             export()
         _one_line(e)

@@ -199,3 +199,63 @@ def test_pipeline_from_a_loaded_folder(plm, tmp_path):
     assert not os.path.exists(str(tmp_path / "out" / "config.json"))
     with pytest.raises((ValueError, OSError)):
         pipeline("text-classification", model=str(tmp_path / "out"), tokenizer=tok)
+
+
+@pytest.mark.parametrize("case", ["ipt-random", "p_tuning_v2-kv", "m_idpg-phm-cls"])
+def test_fill_mask_on_label_words_inside_vocabulary_logits(plm, case):
+    """``fill-mask`` on a masked LM read through label words indexed its class logits as tokens (``IndexError: too
+    many indices for tensor of dimension 2``). Inside ``with model.vocabulary_logits():`` the pipeline scores every
+    token at the mask with the prompt in place: the class logits outside are the label words' logits inside."""
+    from transformers import pipeline
+
+    mlm, tok = plm
+    words = [["bad"], ["good"], ["great"]]
+    model = _wrap(mlm, case, tok, label_words=words)
+    texts = [f"the movie was {tok.mask_token} .", f"a {tok.mask_token} film"]
+    classes = torch.stack(_alone(model, tok, texts))
+    pipe = pipeline("fill-mask", model=model, tokenizer=tok, top_k=5)
+    with model.vocabulary_logits():
+        vocabulary = _alone(model, tok, texts)
+        rows = pipe(texts)
+    ids = [tok.convert_tokens_to_ids(tok.tokenize(" " + w[0]))[0] for w in words]
+    for text, got, logits, class_logits in zip(texts, rows, vocabulary, classes):
+        at_mask = logits[tok(text)["input_ids"].index(tok.mask_token_id)]
+        torch.testing.assert_close(at_mask[ids], class_logits, rtol=0, atol=1e-5)  # the prompt in place
+        top = at_mask.softmax(-1).topk(5)
+        assert [d["token"] for d in got] == top.indices.tolist()
+        torch.testing.assert_close(torch.tensor([d["score"] for d in got]), top.values, rtol=0, atol=1e-5)
+    torch.testing.assert_close(torch.stack(_alone(model, tok, texts)), classes, rtol=0, atol=0)  # classes again after
+    classifier = _wrap(classifier_from(mlm), case, tok)
+    with pytest.raises(ValueError, match=r"^vocabulary_logits\(\): BertForSequenceClassification has no vocabulary "
+                                         r"head|^vocabulary_logits\(\): RobertaForSequenceClassification has no"):
+        with classifier.vocabulary_logits():
+            pass
+
+
+@pytest.mark.parametrize("problem_type,k", [("multi_label_classification", 3), ("regression", 1)])
+def test_pipeline_scores_and_trainer_predict_agree_with_the_logits(plm, problem_type, k, tmp_path):
+    """The pipeline's default function (sigmoid for multi-label, none for regression), each ``function_to_apply`` under
+    ``top_k=None``, and ``Trainer.predict``'s predictions (padded batches of 4) are the model's logits on each text."""
+    from datasets import Dataset
+    from transformers import DataCollatorWithPadding, Trainer, TrainingArguments, pipeline
+
+    mlm, tok = plm
+    base = classifier_from(mlm, num_labels=k, initializer_range=0.2)
+    base.config.problem_type = problem_type
+    model = _wrap(base, "m_idpg-phm-cls", tok)
+    logits = torch.stack(_alone(model, tok, TEXTS))
+    pipe = pipeline("text-classification", model=model, tokenizer=tok)
+    import transformers
+
+    # transformers 4 applies sigmoid to any one-label model, 5 nothing to a regression
+    sigmoid = problem_type == "multi_label_classification" or int(transformers.__version__.split(".")[0]) < 5
+    torch.testing.assert_close(_scores(pipe(TEXTS, top_k=None, batch_size=4), k),
+                               logits.sigmoid() if sigmoid else logits, rtol=0, atol=1e-5)
+    for name, function in (("sigmoid", torch.sigmoid), ("softmax", lambda x: x.softmax(-1)), ("none", lambda x: x)):
+        torch.testing.assert_close(_scores(pipe(TEXTS, top_k=None, function_to_apply=name), k), function(logits),
+                                   rtol=0, atol=1e-5)
+    rows = Dataset.from_dict({"text": TEXTS}).map(lambda r: tok(r["text"]), batched=True).remove_columns(["text"])
+    trainer = Trainer(model=model, data_collator=DataCollatorWithPadding(tok),
+                      args=TrainingArguments(output_dir=str(tmp_path / "out"), report_to="none",
+                                             per_device_eval_batch_size=4, use_cpu=True))
+    torch.testing.assert_close(torch.from_numpy(trainer.predict(rows).predictions), logits, rtol=0, atol=1e-5)

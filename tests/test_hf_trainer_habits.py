@@ -138,6 +138,16 @@ def test_trainer_save_model_writes_the_save_pretrained_folder(plm, case, tmp_pat
             assert one_call.prompt_config == model.prompt_config
             for loaded in (given, one_call):
                 torch.testing.assert_close(loaded(**batch).logits, expected, rtol=0, atol=1e-6)
+    # pipeline(task, model=<folder>) never loads the bare base without the prompt: no folder holds a config.json
+    # (transformers stops in "Unrecognized model in ..."; docs/transformers.md: from_pretrained, then pass the model)
+    from transformers import pipeline
+
+    folders = ["by_trainer", "by_model"] + [f"run/{n}" for n in os.listdir(tmp_path / "run") if n.startswith("checkpoint-")]
+    for folder in folders:
+        assert not (tmp_path / folder / "config.json").exists(), folder
+        with pytest.raises((ValueError, OSError), match="Unrecognized model in|does not appear to have a file named "
+                                                         "config.json"):  # transformers 5 | 4
+            pipeline("text-classification", model=str(tmp_path / folder), tokenizer=tok)
 
 
 @pytest.mark.parametrize("reentrant", [True, False])

@@ -15,7 +15,7 @@ import json
 import os
 import sys
 
-from .prog import invoked_as
+from .prog import invoked_as, sibling
 from ..runner.run_dirs import check_output_folder
 
 
@@ -58,12 +58,13 @@ def main(argv=None, prog=None) -> int:
 
     try:
         check_output(args.output, args.input, args.overwrite)  # before the run loads: seconds, not a minute
-        run_dir = find_run(args.run)
+        trains = sibling(argv, p.prog, "predict", "run")  # what trains a run, as the user runs commands
+        run_dir = find_run(args.run, trains)
         from openprompt_ipt.runner.predict import load_run, read_jsonl
         from openprompt_ipt.serialization import emit_text
 
         rows = read_jsonl(args.input)
-        predictor = load_run(run_dir, device=args.device)
+        predictor = load_run(run_dir, device=args.device, run_command=trains)
         predictor.skip_hint = f"{invoked_as(argv, p.prog, 'predict')} --skip-bad-rows"  # the command the user ran
         predictions = predictor.predict(rows, on_bad_row=skip if args.skip_bad_rows else None)
         if predictor.precision_note():

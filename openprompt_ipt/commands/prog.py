@@ -21,3 +21,15 @@ def invoked_as(argv: Optional[List[str]], prog: Optional[str], command: str) -> 
     if argv is not None and os.path.isfile(script):  # called from Python in a clone (the script's main)
         return os.path.relpath(os.path.normpath(script))
     return f"{PROG} {command}"
+
+
+def sibling(argv: Optional[List[str]], prog: Optional[str], command: str, other: str) -> str:
+    """How the user runs ``other`` where they ran ``command``: ``openprompt-ipt <other>`` after the console command,
+    ``experiments/<other>.py`` beside the script they ran (``experiments/predict.py`` -> ``experiments/run.py``); for
+    messages of the runner, which cannot import this (``predict`` tells the user to train a run again)."""
+    ran = invoked_as(argv, prog, command)
+    if not ran.startswith(PROG) and os.path.basename(ran) == f"{command}.py":
+        script = os.path.join(os.path.dirname(ran), f"{other}.py")
+        if os.path.isfile(script):  # beside the script run; called from Python in a clone: the docs' name for it
+            return script if argv is None else os.path.join("experiments", f"{other}.py")
+    return f"{PROG} {other}"

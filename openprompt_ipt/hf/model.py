@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
+from contextlib import contextmanager
 from types import SimpleNamespace
 from typing import Optional
 
@@ -73,7 +74,7 @@ class InstancePromptModel(SavingMixin, GradientCheckpointingMixin, PeftHabitsMix
         tokenizer = tokenizer if tokenizer is not None else _load_tokenizer(model)
         check_against_model(tokenizer, model)
         self.prompt_config = config
-        self._prompt_off = self._checkpointing = False
+        self._prompt_off = self._checkpointing = self._vocabulary = False
         label_word_ids = self._label_word_ids(model, tokenizer, config.label_words)  # refused before the base is touched
         self.base_model = model
         as_it_was = self.base_as_it_is(model)
@@ -206,6 +207,21 @@ class InstancePromptModel(SavingMixin, GradientCheckpointingMixin, PeftHabitsMix
     def config(self):
         return self.base_model.config
 
+    @contextmanager
+    def vocabulary_logits(self):
+        """Inside the block a masked LM read through label words returns its vocabulary logits (``MaskedLMOutput``,
+        at the caller's positions, the prompt in place) rather than the class logits, so ``pipeline("fill-mask",
+        model=model, tokenizer=tok)`` scores every token at the text's mask (outside it, the pipeline indexes the class
+        logits as tokens: ``IndexError: too many indices``). A masked LM without label words gives them anyway."""
+        if self.base_model.get_output_embeddings() is None:
+            raise ValueError(f"vocabulary_logits(): {type(self.base_model).__name__} has no vocabulary head; it is for a "
+                             "masked LM (AutoModelForMaskedLM), with or without label_words")
+        previous, self._vocabulary = self._vocabulary, True
+        try:
+            yield self
+        finally:
+            self._vocabulary = previous
+
     # ---- forward ----------------------------------------------------------------------------------
     def forward(self, input_ids: Optional[torch.Tensor] = None, attention_mask: Optional[torch.Tensor] = None,
                 token_type_ids: Optional[torch.Tensor] = None, special_tokens_mask: Optional[torch.Tensor] = None,
@@ -214,8 +230,7 @@ class InstancePromptModel(SavingMixin, GradientCheckpointingMixin, PeftHabitsMix
                 num_items_in_batch: Optional[torch.Tensor | int] = None, task_type_ids: Optional[torch.Tensor] = None):
         """``task_type_ids``: ERNIE's task ids (``use_task_id``), widened over the prompt's positions with each
         example's own id."""
-        if _traced():
-            raise RuntimeError(NOT_TRACEABLE)
+        _refuse_a_trace()
         if getattr(self, "_is_replica", False):  # a copy nn.DataParallel made for one GPU
             refuse_data_parallel(self)
         if input_ids is None:
@@ -223,7 +238,7 @@ class InstancePromptModel(SavingMixin, GradientCheckpointingMixin, PeftHabitsMix
         if attention_mask is None:
             raise ValueError("the batch has no attention_mask: tokenize with return_attention_mask=True (the default) "
                              "and pad with DataCollatorWithPadding, which keeps it")
-        verbalize = self.label_word_ids.numel() > 0
+        verbalize = self.label_word_ids.numel() > 0 and not self._vocabulary
         token_loss = labels is not None and self._token_labels and not verbalize
         if task_type_ids is not None and self.config.model_type != "ernie":
             raise ValueError(f"task_type_ids are ERNIE's input; this model is '{self.config.model_type}': drop them "
@@ -329,6 +344,21 @@ def _traced() -> bool:
     is torch >= 2.6, and setup.cfg allows torch 2.1 (where every forward raised an AttributeError)."""
     exporting = getattr(torch.compiler, "is_exporting", None)
     return torch.jit.is_tracing() or (exporting is not None and exporting())
+
+
+def _refuse_a_trace() -> bool:
+    """``NOT_TRACEABLE`` under a trace or an export. Dynamo calls this function as it is, outside the graph it traces
+    (``torch.compiler.assume_constant_result``), so ``torch.export.export(..., strict=True)`` shows this line as
+    raised: raised inside the traced forward it came wrapped in dynamo's page ("Observed exception ... Developer debug
+    context: raised exception RuntimeError(...)"). ``torch.compile`` gets ``False`` once, as a constant."""
+    if _traced():
+        raise RuntimeError(NOT_TRACEABLE)
+    return False
+
+
+# what torch.compiler.assume_constant_result(_refuse_a_trace) sets (torch 2.1 to 2.13), without importing dynamo,
+# which takes seconds, at every import of the package
+_refuse_a_trace._dynamo_marked_constant = True
 
 
 def _mark_base(model, heads) -> None:

@@ -160,6 +160,7 @@ class SavingMixin:
                             "model.safetensors + instance_prompt_config.json; drop them")
         if not is_main_process:
             return
+        refuse_a_models_folder(save_directory)
 
         state = {k: v.detach().contiguous().cpu() for k, v in self.state_dict().items()}
         warn_non_finite(state, save_directory)
@@ -238,6 +239,31 @@ class SavingMixin:
         if not is_trainable:
             wrapped.requires_grad_(False)
         return wrapped.eval()  # ready to predict, as transformers' and PEFT's from_pretrained; the Trainer's train() trains
+
+
+def refuse_a_models_folder(directory: str) -> None:
+    """Our weights file has the name of a 🤗 model's (``model.safetensors``): saved into the folder of a model (its
+    ``config.json``, or a ``model.safetensors`` of other weights: the base's folder, saving "in place" as after full
+    fine-tuning), it replaced that model's weights with the prompt's, and the base then loaded as random weights
+    (transformers logs a table of MISSING keys) under ``from_pretrained(dir)`` and ``pipeline(model=dir)``: the base
+    lost, and wrong output."""
+    fix = "save the prompt to a folder of its own (e.g. model.save_pretrained('out/'))"
+    if os.path.isfile(os.path.join(directory, "config.json")):
+        raise ValueError(f"save_pretrained('{directory}'): the folder holds a 🤗 model (config.json), whose "
+                         f"{WEIGHTS_FILE} this would replace with only the prompt's tensors (the model would then load "
+                         f"as random weights): {fix}")
+    existing = os.path.join(directory, WEIGHTS_FILE)
+    if os.path.isfile(existing):
+        from safetensors import safe_open
+
+        try:
+            with safe_open(existing, "pt") as f:
+                ours = CONFIG_KEY in f.keys()
+        except Exception:  # unreadable (a cut write of ours, or not safetensors): replaced, as before
+            ours = True
+        if not ours:
+            raise ValueError(f"save_pretrained('{directory}'): its {WEIGHTS_FILE} holds other weights (not an "
+                             f"InstancePromptModel's), which this would replace: {fix}")
 
 
 def _check_weights(wrapped, weights: dict, saved: dict, directory: str):

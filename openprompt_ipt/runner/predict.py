@@ -19,7 +19,7 @@ from typing import Callable, Dict, Iterable, List, Optional
 import torch
 
 from ..serialization import iter_jsonl
-from .run_dirs import find_run
+from .run_dirs import RUN_COMMAND, find_run
 
 
 class Predictor:
@@ -139,7 +139,7 @@ def _with(extra: Dict, prediction: Dict) -> Dict:
     return {**prediction, **{k: v for k, v in extra.items() if k not in prediction}}
 
 
-def load_run(run_dir: str, device: str = "cpu") -> Predictor:
+def load_run(run_dir: str, device: str = "cpu", run_command: str = RUN_COMMAND) -> Predictor:
     from openprompt import PromptForClassification
     from openprompt.prompts import TEMPLATE_CLASS, load_verbalizer
     from yacs.config import CfgNode
@@ -150,14 +150,14 @@ def load_run(run_dir: str, device: str = "cpu") -> Predictor:
     from ..serialization import load_trainable
     from ..training.distributed import resolve_device
 
-    run_dir = find_run(run_dir)  # a config dir with one seed, a sweep's seed dir: the run inside
+    run_dir = find_run(run_dir, run_command)  # a config dir with one seed, a sweep's seed dir: the run inside
     dev = resolve_device(device, "--device")  # before the backbone loads
     cfg_path, weights = os.path.join(run_dir, "config.json"), os.path.join(run_dir, "best.safetensors")
     from ..serialization import read_json
 
-    retrain = "train the run again (experiments/run.py ... --overwrite) or use another run"
+    retrain = f"train the run again ({run_command} ... --overwrite) or use another run"
     cfg = read_json(cfg_path, retrain)
-    cfg["plm"]["model_path"] = trained_backbone(run_dir, cfg["plm"]["model_path"])
+    cfg["plm"]["model_path"] = trained_backbone(run_dir, cfg["plm"]["model_path"], run_command)
     from ..data import get_task
 
     task = get_task(cfg["dataset"]["name"], cfg["dataset"])
@@ -192,7 +192,7 @@ def load_run(run_dir: str, device: str = "cpu") -> Predictor:
     return Predictor(run_dir, prompt_model, tokenizer, wrapper, cfg, dev)
 
 
-def trained_backbone(run_dir: str, model_path: str) -> str:
+def trained_backbone(run_dir: str, model_path: str, run_command: str = RUN_COMMAND) -> str:
     """The backbone a run trained on. A local folder given by a relative path (plm.model_path: models/bert)
     named whatever that path holds in the directory predict runs in: another model there was used without
     a word, none there was an error telling to --set plm.model_path. The run's metrics.json records the
@@ -202,7 +202,7 @@ def trained_backbone(run_dir: str, model_path: str) -> str:
         return model_path
     from ..serialization import read_json
 
-    recorded = read_json(metrics, "train the run again (experiments/run.py ... --overwrite)").get("backbone_dir")
+    recorded = read_json(metrics, f"train the run again ({run_command} ... --overwrite)").get("backbone_dir")
     if not recorded or (os.path.isabs(model_path) and os.path.normpath(model_path) != os.path.normpath(recorded)):
         return model_path  # a hub name or alias, or a run from before backbone_dir
     if not os.path.isdir(recorded):

@@ -60,11 +60,17 @@ def check_output_folder(path: str, flag: str, given: str = "") -> None:
         raise ValueError(f"{flag} '{given or path}': '{found}' is a file, not a folder: give another {flag}")
 
 
-def find_run(path: str) -> str:
-    """The directory holding the run's ``config.json`` + ``best.safetensors``."""
+# the command that trains a run, as messages name it: the console command (a clone's scripts, which the runner cannot
+# know of, pass their own: commands.prog.sibling)
+RUN_COMMAND = "openprompt-ipt run"
+
+
+def find_run(path: str, run_command: str = RUN_COMMAND) -> str:
+    """The directory holding the run's ``config.json`` + ``best.safetensors``; ``run_command`` is what trains a run
+    where the user is (``openprompt-ipt run``, or ``experiments/run.py`` beside ``experiments/predict.py``)."""
     if not os.path.isdir(path):
         what = f"'{path}' is a file, not a run directory" if os.path.exists(path) else f"run directory '{path}' not found"
-        raise FileNotFoundError(f"{what}: give the directory experiments/run.py printed (<output dir>/<config name>, "
+        raise FileNotFoundError(f"{what}: give the directory {run_command} printed (<output dir>/<config name>, "
                                 "or its seed<k>)")
     if is_finished(path):
         return path
@@ -73,7 +79,7 @@ def find_run(path: str) -> str:
         return point
     seeds = seed_dirs(path)
     if len(seeds) == 1:
-        return find_run(os.path.join(path, seeds[0]))
+        return find_run(os.path.join(path, seeds[0]), run_command)
     if seeds:
         raise ValueError(f"'{path}' holds the runs of {len(seeds)} seeds ({', '.join(seeds)}): pick one, "
                          f"e.g. {os.path.join(path, seeds[0])}")
@@ -85,6 +91,6 @@ def find_run(path: str) -> str:
     missing = f"{' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} missing"
     if os.path.isdir(os.path.join(path, "checkpoints")):
         raise FileNotFoundError(f"'{path}' is not a finished run ({missing}) but has checkpoints: "
-                                "finish it with the same experiments/run.py command + --resume")
-    raise FileNotFoundError(f"'{path}' holds no run ({missing}): give the directory experiments/run.py printed "
+                                f"finish it with the same {run_command} command + --resume")
+    raise FileNotFoundError(f"'{path}' holds no run ({missing}): give the directory {run_command} printed "
                             "(<output dir>/<config name>, or its seed<k>)")
