@@ -128,7 +128,8 @@ class IDPGGenerator(LayerPromptGenerator):
         std = config.init_std if config.init_std is not None else ctx.init_std
         out, m = t * d, config.hidden
         n_gen = slots if sharing == "L" else 1
-        self.generators = nn.ModuleList(Bottleneck(d_in, m, out, config, self.phm_a, sharing != "M", std)
+        shared_a = (self, "phm_a") if self.phm_a is not None else None  # read here at every use (generators/phm.py)
+        self.generators = nn.ModuleList(Bottleneck(d_in, m, out, config, shared_a, sharing != "M", std)
                                         for _ in range(n_gen))
         self.slot_bias = nn.Parameter(torch.randn(slots, out) * std) if sharing == "M" else None
         self.sharing, self.slots = sharing, slots
