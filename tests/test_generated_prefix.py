@@ -427,6 +427,29 @@ def test_a_deep_copy_injects_its_own_prompts(bert, case):
     assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in twin.template.parameters() if p.requires_grad)
 
 
+
+def test_a_deleted_copy_takes_its_hooks_off_the_plm_it_owns(bert):
+    """Only the original template took its hooks off its PLM when it was garbage: a deep copy's PLM kept the copy's
+    hooks once the copy was gone (idle, run on every forward). A copy now does as the original."""
+    import copy
+    import gc
+
+    model, tok = bert
+    pm = build_prefix(model, tok, **CASES["prefix-kv"])
+    twin = copy.deepcopy(pm)
+    plm = twin.plm
+
+    def hooks(m):
+        return sum(isinstance(getattr(getattr(h, "func", h), "__self__", None), LayerPromptInjector)
+                   for mod in m.modules() for h in (*mod._forward_pre_hooks.values(), *mod._forward_hooks.values()))
+
+    assert hooks(plm) == hooks(pm.plm) > 0
+    del twin
+    gc.collect()
+    assert hooks(plm) == 0 and hooks(pm.plm) > 0
+    batch = batch_for(pm, tok, examples())
+    assert pm(clone(batch)).shape == (len(examples()), 2)  # the original still works
+
 def test_inserted_positions_are_removed_from_logits_and_hidden_states(bert):
     model, tok = bert
     pm = build_prefix(model, tok, generator="idpg", insert_position=1,

@@ -590,6 +590,44 @@ def test_a_deleted_model_takes_its_hooks_off_the_base(bert, tmp_path):
     assert hooks() == before
 
 
+
+@pytest.mark.parametrize("make_copy", ["deepcopy", "torch.save"])
+def test_a_deleted_copy_takes_its_hooks_off_the_base_it_owns(bert, tmp_path, make_copy):
+    """``copy.deepcopy(model)`` (or a whole-model torch.save / torch.load) copies the base and the hooks on it, but
+    only the original took its hooks off when it was garbage: a copy's base kept them (idle, run on every forward)
+    once the copy was gone, and wrapping that base again stacked new hooks on them. A copy now does as the original."""
+    import gc
+    import io
+
+    from openprompt_ipt.injection.encoder_hooks import ArmedHooks
+
+    mlm, tok = bert
+
+    def hooks(base):
+        return sum(isinstance(getattr(getattr(h, "func", h), "__self__", None), ArmedHooks)
+                   for m in base.modules() for h in (*m._forward_pre_hooks.values(), *m._forward_hooks.values()))
+
+    model = get_instance_prompt_model(classifier_from(mlm), config_for("p_tuning_v2-kv", tmp_path, mlm), tok).eval()
+    batch = _batch(tok)
+    with torch.no_grad():
+        ref = model(**batch).logits
+    if make_copy == "deepcopy":
+        twin = copy.deepcopy(model)
+    else:
+        buffer = io.BytesIO()
+        torch.save(model, buffer)
+        buffer.seek(0)
+        twin = torch.load(buffer, weights_only=False)
+    with torch.no_grad():
+        torch.testing.assert_close(twin(**batch).logits, ref, rtol=0, atol=0)
+    base = twin.base_model
+    assert hooks(base) == hooks(model.base_model) > 0
+    del twin
+    gc.collect()
+    assert hooks(base) == 0
+    with torch.no_grad():
+        torch.testing.assert_close(model(**batch).logits, ref, rtol=0, atol=0)  # the original still works
+
 @pytest.mark.parametrize("case", ["p_tuning_v2-kv", "ipt-random"])
 def test_a_refused_folder_leaves_the_given_base_as_it_was(bert, case, tmp_path):
     """A tampered model.safetensors whose last tensor has another shape: from_pretrained(base, dir) copied the

@@ -90,6 +90,14 @@ class InstancePromptModel(SavingMixin, GradientCheckpointingMixin, PeftHabitsMix
         _mark_base(model, self.modules_to_save)  # only once built: a refused wrap leaves no mark on the base
         register(model, self)  # from_pretrained onto this base says when it changes this model's head
 
+    def __setstate__(self, state):
+        # a copy (copy.deepcopy, pickle / torch.save of the whole model) takes its own hooks off its own base when it
+        # is garbage, as the original does: the finalizer was the original's only, so a copy's base kept them
+        super().__setstate__(state)
+        if self.__dict__.get("injector") is not None:
+            self.injector.remove_with(self)
+        register(self.base_model, self)
+
     @staticmethod
     def base_as_it_is(model) -> dict:
         """What wrapping changes on the caller's ``model`` (which parameters train, the mark of earlier wraps, the

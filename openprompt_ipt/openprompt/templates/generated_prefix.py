@@ -87,6 +87,13 @@ class GeneratedPrefixTemplate(TrainedTemplateMixin, MixedTemplate):
         if self.injector is not None:
             self.injector.remove_with(self)
 
+    def __setstate__(self, state):
+        # a copy (copy.deepcopy, pickle / torch.save of the whole model) takes its own hooks off its own PLM when it
+        # is garbage, as the original does: the finalizer was the original's only
+        super().__setstate__(state)
+        if self.__dict__.get("injector") is not None:
+            self.injector.remove_with(self)
+
     # ---- OpenPrompt hooks -------------------------------------------------------------------
     def on_text_set(self):
         self._text_changed(self.generator)
