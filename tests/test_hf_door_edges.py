@@ -556,6 +556,23 @@ def test_wrapping_a_base_again_says_its_head_is_shared(bert, tmp_path):
         InstancePromptModel.from_pretrained(base, str(tmp_path / "p"), tok)
 
 
+def test_a_copy_of_a_wrapped_base_wraps_as_a_fresh_one(bert, tmp_path):
+    """``copy.deepcopy(model.base_model)`` copied the mark of the wrap too, so wrapping the copy said its head "is
+    shared and trains in place" (the copy's head is its own: training it changes no other model). A copy of the whole
+    model still says so when its own base is wrapped again: that head is the copy's."""
+    mlm, tok = bert
+    model = get_instance_prompt_model(classifier_from(mlm), config_for("p_tuning_v2-kv", tmp_path, mlm), tok)
+    spare, twin = copy.deepcopy(model.base_model), copy.deepcopy(model)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SharedBaseWarning)
+        other = get_instance_prompt_model(spare, config_for("ipt-random", tmp_path, mlm), tok)
+    assert other.base_model.classifier is not model.base_model.classifier
+    with pytest.warns(SharedBaseWarning, match="classifier is shared and trains in place"):
+        get_instance_prompt_model(twin.base_model, config_for("ipt-random", tmp_path, mlm), tok)
+    with pytest.warns(SharedBaseWarning, match="classifier is shared and trains in place"):
+        get_instance_prompt_model(model.base_model, config_for("ipt-random", tmp_path, mlm), tok)
+
+
 def test_a_deleted_model_takes_its_hooks_off_the_base(bert, tmp_path):
     """A sweep wrapping one base per method kept every deleted wrapper's hooks on it (idle, run on every forward,
     their injectors alive for as long as the base): the base's hooks are now those of the wrappers still alive."""

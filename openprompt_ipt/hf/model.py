@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
+import weakref
 from types import SimpleNamespace
 from typing import Optional
 
@@ -43,6 +44,9 @@ NOT_TRACEABLE = ("InstancePromptModel cannot be traced or exported (torch.jit.tr
 
 # on the base: the head modules every InstancePromptModel built on it has trained (modules_to_save), so far
 WRAPPED_HEADS = "_instance_prompt_heads"
+# base -> the mark made on that very base: copy.deepcopy(base) / pickle copy the mark in __dict__ too, but a copy's
+# head is its own (training it changes no other model), so a mark another object made is not this base's
+_OWN_MARK: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
 class InstancePromptModel(SavingMixin, GradientCheckpointingMixin, PeftHabitsMixin, nn.Module):
@@ -97,6 +101,8 @@ class InstancePromptModel(SavingMixin, GradientCheckpointingMixin, PeftHabitsMix
         if self.__dict__.get("injector") is not None:
             self.injector.remove_with(self)
         register(self.base_model, self)
+        if WRAPPED_HEADS in self.base_model.__dict__:  # the copied base is this copy's own: wrapping it again shares
+            _OWN_MARK[self.base_model] = self.base_model.__dict__[WRAPPED_HEADS]  # this copy's head
 
     @staticmethod
     def base_as_it_is(model) -> dict:
@@ -104,6 +110,7 @@ class InstancePromptModel(SavingMixin, GradientCheckpointingMixin, PeftHabitsMix
         class names a label-word prompt sets), for ``give_back_base``."""
         cfg = model.config
         return {"flags": [(p, p.requires_grad) for p in model.parameters()], "mark": model.__dict__.get(WRAPPED_HEADS),
+                "own_mark": _OWN_MARK.get(model),
                 "labels": (dict(getattr(cfg, "id2label", None) or {}), dict(getattr(cfg, "label2id", None) or {}))}
 
     def give_back_base(self, as_it_was: dict) -> None:
@@ -118,6 +125,10 @@ class InstancePromptModel(SavingMixin, GradientCheckpointingMixin, PeftHabitsMix
             model.__dict__.pop(WRAPPED_HEADS, None)
         else:
             model.__dict__[WRAPPED_HEADS] = as_it_was["mark"]
+        if as_it_was.get("own_mark") is None:
+            _OWN_MARK.pop(model, None)
+        else:
+            _OWN_MARK[model] = as_it_was["own_mark"]
         id2label, label2id = as_it_was["labels"]
         if id2label and dict(getattr(model.config, "id2label", None) or {}) != id2label:
             model.config.id2label, model.config.label2id = id2label, label2id
@@ -328,7 +339,9 @@ def _mark_base(model, heads) -> None:
     that wraps one base again and again started each method from the previous one's trained head, and training it
     changed the earlier model's outputs, silently. ``from_pretrained`` loads its own head over it: said there only
     where that changes a live model's head (hf/shared_base.py)."""
-    earlier = model.__dict__.get(WRAPPED_HEADS, frozenset())
+    mark = model.__dict__.get(WRAPPED_HEADS)
+    # a mark copied with the base (copy.deepcopy(model.base_model), a pickle) names heads the copy does not share
+    earlier = mark if mark is not None and _OWN_MARK.get(model) is mark else frozenset()
     shared = [name for name in heads if name in earlier]
     if shared and not LOADING_SAVED.get():
         warnings.warn(f"this {type(model).__name__} already carries an instance prompt (an earlier "
@@ -336,7 +349,7 @@ def _mark_base(model, heads) -> None:
                       "model starts from the head the earlier one trained, and training either one changes the other's "
                       "outputs; wrap a fresh base for each model (from_pretrained again, or copy.deepcopy(base) before "
                       "the first wrap)", SharedBaseWarning, stacklevel=4)
-    model.__dict__[WRAPPED_HEADS] = earlier | frozenset(heads)
+    model.__dict__[WRAPPED_HEADS] = _OWN_MARK[model] = earlier | frozenset(heads)
 
 
 def _name_classes(config, classes: int) -> None:
