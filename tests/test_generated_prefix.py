@@ -597,7 +597,7 @@ def test_m_idpg_phm_from_previous_builds_its_weights_once_and_runs_once_per_laye
     assert once["pass"] == layers                   # M(x) for layer 0, then one pass per later layer
 
     # the reference: every slot builds its own weights and runs its own pass
-    monkeypatch.setattr(Bottleneck, "weights", lambda self: None)
+    monkeypatch.setattr(Bottleneck, "weights", lambda self, shared_a=None: None)
     real_slot = IDPGGenerator.slot
 
     def slot_alone(self, state, s, previous=None):

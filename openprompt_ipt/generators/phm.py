@@ -56,9 +56,11 @@ class PHMLinear(nn.Module):
                 return self.__dict__["_a_held"]
         return super().__getattr__(name)
 
-    def weight(self) -> torch.Tensor:
+    def weight(self, a: Optional[torch.Tensor] = None) -> torch.Tensor:
+        # a: the shared A set, given by its owner (nn.DataParallel's copy of the owner holds its own copy of A, while
+        # the copied layer's (owner, name) still names the original owner)
         # (A_i kron B_i)[a*p + b, c*q + d] = A_i[a, c] * B_i[b, d]
-        w = torch.einsum("iac,ibd->abcd", self.a, self.b)
+        w = torch.einsum("iac,ibd->abcd", self.a if a is None else a, self.b)
         return w.reshape(self.out_features, self.in_features)
 
     def forward(self, x: torch.Tensor, weight: Optional[torch.Tensor] = None) -> torch.Tensor:
