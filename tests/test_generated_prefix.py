@@ -450,6 +450,32 @@ def test_a_deleted_copy_takes_its_hooks_off_the_plm_it_owns(bert):
     batch = batch_for(pm, tok, examples())
     assert pm(clone(batch)).shape == (len(examples()), 2)  # the original still works
 
+
+@pytest.mark.parametrize("case", ["prefix-kv", "m_idpg-phm-hidden", "prefix-input"])
+def test_a_template_copied_alone_is_refused_where_its_copy_would_drop_its_prompts(bert, case):
+    """``best = copy.deepcopy(pm.template)``, later put back on the PLM: the copy's hooks sat on a hidden copy of
+    the PLM, so kv / hidden prompts were never injected (other logits, silently). Copying such a template alone is
+    one line naming what to do; an input-injection template (no hooks) still copies and restores its logits."""
+    import copy
+
+    model, tok = bert
+    pm = build_prefix(model, tok, **CASES[case]).eval()
+    batch = batch_for(pm, tok, examples())
+    with torch.no_grad():
+        before = pm(clone(batch))
+    if pm.template.injector is not None:
+        with pytest.raises(TypeError, match=r"deepcopy of a GeneratedPrefixTemplate alone.*copy the whole model") as e:
+            copy.deepcopy(pm.template)
+        assert "\n" not in str(e.value)
+        return
+    best = copy.deepcopy(pm.template)
+    with torch.no_grad():
+        for p in pm.template.parameters():
+            if p.requires_grad:
+                p.add_(1.0)
+        pm.prompt_model.template = pm.template = best
+        torch.testing.assert_close(pm(clone(batch)), before, rtol=0, atol=0)
+
 def test_inserted_positions_are_removed_from_logits_and_hidden_states(bert):
     model, tok = bert
     pm = build_prefix(model, tok, generator="idpg", insert_position=1,

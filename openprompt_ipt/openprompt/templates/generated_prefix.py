@@ -19,6 +19,7 @@ hidden states, so verbalizers see the original positions.
 """
 from __future__ import annotations
 
+import copy
 from typing import Optional
 
 import torch
@@ -86,6 +87,21 @@ class GeneratedPrefixTemplate(TrainedTemplateMixin, MixedTemplate):
             raise
         if self.injector is not None:
             self.injector.remove_with(self)
+
+    def __deepcopy__(self, memo):
+        # copied with its PLM (copy.deepcopy(prompt_model): the PLM comes first), the copy's hooks sit on the copied
+        # PLM. Copied alone, they sat on a hidden copy of the PLM: put back on the PLM (a "best template" kept in a
+        # notebook), it ran without its kv / hidden / late prompts, silently
+        if self.injector is not None and id(self.raw_embedding) not in memo:
+            raise TypeError(f"copy.deepcopy of a GeneratedPrefixTemplate alone: its '{self.injection}' prompts enter "
+                            "through hooks on its PLM, so the copy would inject into a hidden copy of the PLM, not the "
+                            "one it runs with; copy the whole model (copy.deepcopy(prompt_model)), or keep the "
+                            "template's weights (best = {k: v.clone() for k, v in template.state_dict().items()}, "
+                            "later template.load_state_dict(best))")
+        new = type(self).__new__(type(self))
+        memo[id(self)] = new
+        new.__setstate__(copy.deepcopy(self.__dict__, memo))
+        return new
 
     def __setstate__(self, state):
         # a copy (copy.deepcopy, pickle / torch.save of the whole model) takes its own hooks off its own PLM when it
