@@ -558,15 +558,23 @@ def test_wrapping_a_base_again_says_its_head_is_shared(bert, tmp_path):
 
 def test_a_copy_of_a_wrapped_base_wraps_as_a_fresh_one(bert, tmp_path):
     """``copy.deepcopy(model.base_model)`` copied the mark of the wrap too, so wrapping the copy said its head "is
-    shared and trains in place" (the copy's head is its own: training it changes no other model). A copy of the whole
-    model still says so when its own base is wrapped again: that head is the copy's."""
+    shared and trains in place" (the copy's head is its own: training it changes no other model), and it copied the
+    hooks on it, which no model owned, so the new wrap stacked its own on them. A copy of the whole model still says
+    so when its own base is wrapped again: that head is the copy's."""
     mlm, tok = bert
     model = get_instance_prompt_model(classifier_from(mlm), config_for("p_tuning_v2-kv", tmp_path, mlm), tok)
     spare, twin = copy.deepcopy(model.base_model), copy.deepcopy(model)
     with warnings.catch_warnings():
         warnings.simplefilter("error", SharedBaseWarning)
-        other = get_instance_prompt_model(spare, config_for("ipt-random", tmp_path, mlm), tok)
+        other = get_instance_prompt_model(spare, config_for("p_tuning_v2-hidden", tmp_path, mlm), tok)
     assert other.base_model.classifier is not model.base_model.classifier
+    # the copied base carried the copied hooks too, which no model owns: the new wrap's hooks are its only ones
+    from openprompt_ipt.injection.encoder_hooks import ArmedHooks
+    ours = {getattr(getattr(h, "func", h), "__self__", None) for m in spare.modules()
+            for h in (*m._forward_pre_hooks.values(), *m._forward_hooks.values())}
+    assert {o for o in ours if isinstance(o, ArmedHooks)} == {other.injector}
+    with torch.no_grad():
+        assert other(**_batch(tok)).logits.shape == (6, 2)
     with pytest.warns(SharedBaseWarning, match="classifier is shared and trains in place"):
         get_instance_prompt_model(twin.base_model, config_for("ipt-random", tmp_path, mlm), tok)
     with pytest.warns(SharedBaseWarning, match="classifier is shared and trains in place"):

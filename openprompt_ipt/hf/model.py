@@ -19,6 +19,7 @@ from torch import nn
 
 from ..generators.layered import InstanceInputs
 from ..injection import max_positions, prepend, trim_outputs
+from ..injection.encoder_hooks import remove_orphaned_copies
 from ..injection.layout import FAMILIES  # BERT-style encoders: the families whose layout the injection finds
 from ..prompting import build_input_prompt, build_layered_generator, input_prompt_vectors, place_prompts, release_prompts
 from ..prompting.layered_prompt import SECTIONS
@@ -75,6 +76,7 @@ class InstancePromptModel(SavingMixin, GradientCheckpointingMixin, PeftHabitsMix
                              "(from_pretrained, or load_checkpoint_and_dispatch), then wrap it")
         tokenizer = tokenizer if tokenizer is not None else _load_tokenizer(model)
         check_against_model(tokenizer, model)
+        remove_orphaned_copies(model)  # a copy of a wrapped base carries the copied hooks, which no model owns
         self.prompt_config = config
         self._prompt_off = self._checkpointing = False
         label_word_ids = self._label_word_ids(model, tokenizer, config.label_words)  # refused before the base is touched
