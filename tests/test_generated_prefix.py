@@ -430,7 +430,8 @@ def test_a_deep_copy_injects_its_own_prompts(bert, case):
 
 def test_a_deleted_copy_takes_its_hooks_off_the_plm_it_owns(bert):
     """Only the original template took its hooks off its PLM when it was garbage: a deep copy's PLM kept the copy's
-    hooks once the copy was gone (idle, run on every forward). A copy now does as the original."""
+    hooks once the copy was gone (idle, run on every forward), and a template built on a PLM copied alone stacked its
+    hooks on the copied ones. A copy now does as the original, and a new template takes the orphans off."""
     import copy
     import gc
 
@@ -449,6 +450,12 @@ def test_a_deleted_copy_takes_its_hooks_off_the_plm_it_owns(bert):
     assert hooks(plm) == 0 and hooks(pm.plm) > 0
     batch = batch_for(pm, tok, examples())
     assert pm(clone(batch)).shape == (len(examples()), 2)  # the original still works
+    # a PLM copied alone carries the copied hooks, which no template owns: a template built on it has only its own
+    spare = copy.deepcopy(pm.plm)
+    assert hooks(spare) == hooks(pm.plm)
+    again = build_prefix(spare, tok, **CASES["prefix-kv"])
+    assert hooks(spare) == hooks(pm.plm)
+    assert again(clone(batch_for(again, tok, examples()))).shape == (len(examples()), 2)
 
 
 @pytest.mark.parametrize("case", ["prefix-kv", "m_idpg-phm-hidden", "prefix-input"])

@@ -29,6 +29,7 @@ from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_N
 from ...injection.batch import content_mask, field
 from ...generators.layered import InstanceInputs
 from ...injection import INSERT_POSITIONS
+from ...injection.encoder_hooks import remove_orphaned_copies
 from ...prompting import build_layered_generator, place_prompts, release_prompts
 from ...prompting.layered_prompt import SECTIONS, prompt_positions
 from .persistence import TrainedTemplateMixin
@@ -64,6 +65,7 @@ class GeneratedPrefixTemplate(TrainedTemplateMixin, MixedTemplate):
                  placeholder_mapping: dict = {"<text_a>": "text_a", "<text_b>": "text_b"}):
         given = {"prefix": prefix, "ipt": ipt, "idpg": idpg, "lpt": lpt}
         check_encoder(model.config)
+        remove_orphaned_copies(model)  # a copy of a PLM a template hooked carries copied hooks no template owns
         super().__init__(model=model, tokenizer=tokenizer, text=None, placeholder_mapping=placeholder_mapping)
         self._remember_backbone(model)
         self.generator, self.injector, self.placement, section = build_layered_generator(
