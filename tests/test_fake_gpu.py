@@ -196,6 +196,27 @@ def test_hf_door_under_data_parallel_computes_each_copys_logits_or_refuses(bert,
             torch.testing.assert_close(first(**batch).logits, reference, rtol=0, atol=ATOL)
 
 
+@pytest.mark.parametrize("layer", ["dnn", "phm"])
+def test_s_idpg_on_glove_under_data_parallel_computes_each_copys_logits(bert, tmp_path, replicate, layer):
+    """S-IDPG reading GloVe vectors makes and splices its prompt in the copied modules, so DataParallel lets it run,
+    but a copy's forward stopped with a bare StopIteration (the dtype came from ``parameters()``, which a copy does
+    not list), and past that its PHM layers read the A set they share from the original generator (a device error
+    on the second GPU). Each copy now computes the original's logits."""
+    from openprompt_ipt.hf import InstancePromptConfig, get_instance_prompt_model
+    from test_hf_trainer import _glove
+
+    mlm, tok = bert
+    config = InstancePromptConfig(method="s_idpg", prompt_length=3, options={
+        "layer": layer, "phm_n": 4, "hidden": 8, "encoder": "glove", "glove_path": _glove(tmp_path)})
+    model = get_instance_prompt_model(classifier_from(mlm, initializer_range=0.2), config, tokenizer=tok).eval()
+    batch = padded(tok, "right")
+    with torch.no_grad():
+        reference = model(**batch).logits
+        with fake_gpu():
+            first, second = replicate(model)
+            torch.testing.assert_close(second(**on(batch, GPU)).logits.cpu(), reference, rtol=0, atol=ATOL)
+            torch.testing.assert_close(first(**batch).logits, reference, rtol=0, atol=ATOL)
+
 @pytest.mark.parametrize("case", list(CASES))
 def test_hf_door_wraps_a_base_already_on_the_gpu(bert, case, tmp_path):
     """``from_pretrained(path, device_map="cuda")`` (or ``base.cuda()``), then ``get_instance_prompt_model``: the

@@ -427,6 +427,62 @@ def test_a_deep_copy_injects_its_own_prompts(bert, case):
     assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in twin.template.parameters() if p.requires_grad)
 
 
+
+def test_a_deleted_copy_takes_its_hooks_off_the_plm_it_owns(bert):
+    """Only the original template took its hooks off its PLM when it was garbage: a deep copy's PLM kept the copy's
+    hooks once the copy was gone (idle, run on every forward), and a template built on a PLM copied alone stacked its
+    hooks on the copied ones. A copy now does as the original, and a new template takes the orphans off."""
+    import copy
+    import gc
+
+    model, tok = bert
+    pm = build_prefix(model, tok, **CASES["prefix-kv"])
+    twin = copy.deepcopy(pm)
+    plm = twin.plm
+
+    def hooks(m):
+        return sum(isinstance(getattr(getattr(h, "func", h), "__self__", None), LayerPromptInjector)
+                   for mod in m.modules() for h in (*mod._forward_pre_hooks.values(), *mod._forward_hooks.values()))
+
+    assert hooks(plm) == hooks(pm.plm) > 0
+    del twin
+    gc.collect()
+    assert hooks(plm) == 0 and hooks(pm.plm) > 0
+    batch = batch_for(pm, tok, examples())
+    assert pm(clone(batch)).shape == (len(examples()), 2)  # the original still works
+    # a PLM copied alone carries the copied hooks, which no template owns: a template built on it has only its own
+    spare = copy.deepcopy(pm.plm)
+    assert hooks(spare) == hooks(pm.plm)
+    again = build_prefix(spare, tok, **CASES["prefix-kv"])
+    assert hooks(spare) == hooks(pm.plm)
+    assert again(clone(batch_for(again, tok, examples()))).shape == (len(examples()), 2)
+
+
+@pytest.mark.parametrize("case", ["prefix-kv", "m_idpg-phm-hidden", "prefix-input"])
+def test_a_template_copied_alone_is_refused_where_its_copy_would_drop_its_prompts(bert, case):
+    """``best = copy.deepcopy(pm.template)``, later put back on the PLM: the copy's hooks sat on a hidden copy of
+    the PLM, so kv / hidden prompts were never injected (other logits, silently). Copying such a template alone is
+    one line naming what to do; an input-injection template (no hooks) still copies and restores its logits."""
+    import copy
+
+    model, tok = bert
+    pm = build_prefix(model, tok, **CASES[case]).eval()
+    batch = batch_for(pm, tok, examples())
+    with torch.no_grad():
+        before = pm(clone(batch))
+    if pm.template.injector is not None:
+        with pytest.raises(TypeError, match=r"deepcopy of a GeneratedPrefixTemplate alone.*copy the whole model") as e:
+            copy.deepcopy(pm.template)
+        assert "\n" not in str(e.value)
+        return
+    best = copy.deepcopy(pm.template)
+    with torch.no_grad():
+        for p in pm.template.parameters():
+            if p.requires_grad:
+                p.add_(1.0)
+        pm.prompt_model.template = pm.template = best
+        torch.testing.assert_close(pm(clone(batch)), before, rtol=0, atol=0)
+
 def test_inserted_positions_are_removed_from_logits_and_hidden_states(bert):
     model, tok = bert
     pm = build_prefix(model, tok, generator="idpg", insert_position=1,
@@ -574,7 +630,7 @@ def test_m_idpg_phm_from_previous_builds_its_weights_once_and_runs_once_per_laye
     assert once["pass"] == layers                   # M(x) for layer 0, then one pass per later layer
 
     # the reference: every slot builds its own weights and runs its own pass
-    monkeypatch.setattr(Bottleneck, "weights", lambda self: None)
+    monkeypatch.setattr(Bottleneck, "weights", lambda self, shared_a=None: None)
     real_slot = IDPGGenerator.slot
 
     def slot_alone(self, state, s, previous=None):

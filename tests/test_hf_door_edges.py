@@ -588,6 +588,31 @@ def test_wrapping_a_base_again_says_its_head_is_shared(bert, tmp_path):
         InstancePromptModel.from_pretrained(base, str(tmp_path / "p"), tok)
 
 
+def test_a_copy_of_a_wrapped_base_wraps_as_a_fresh_one(bert, tmp_path):
+    """``copy.deepcopy(model.base_model)`` copied the mark of the wrap too, so wrapping the copy said its head "is
+    shared and trains in place" (the copy's head is its own: training it changes no other model), and it copied the
+    hooks on it, which no model owned, so the new wrap stacked its own on them. A copy of the whole model still says
+    so when its own base is wrapped again: that head is the copy's."""
+    mlm, tok = bert
+    model = get_instance_prompt_model(classifier_from(mlm), config_for("p_tuning_v2-kv", tmp_path, mlm), tok)
+    spare, twin = copy.deepcopy(model.base_model), copy.deepcopy(model)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SharedBaseWarning)
+        other = get_instance_prompt_model(spare, config_for("p_tuning_v2-hidden", tmp_path, mlm), tok)
+    assert other.base_model.classifier is not model.base_model.classifier
+    # the copied base carried the copied hooks too, which no model owns: the new wrap's hooks are its only ones
+    from openprompt_ipt.injection.encoder_hooks import ArmedHooks
+    ours = {getattr(getattr(h, "func", h), "__self__", None) for m in spare.modules()
+            for h in (*m._forward_pre_hooks.values(), *m._forward_hooks.values())}
+    assert {o for o in ours if isinstance(o, ArmedHooks)} == {other.injector}
+    with torch.no_grad():
+        assert other(**_batch(tok)).logits.shape == (6, 2)
+    with pytest.warns(SharedBaseWarning, match="classifier is shared and trains in place"):
+        get_instance_prompt_model(twin.base_model, config_for("ipt-random", tmp_path, mlm), tok)
+    with pytest.warns(SharedBaseWarning, match="classifier is shared and trains in place"):
+        get_instance_prompt_model(model.base_model, config_for("ipt-random", tmp_path, mlm), tok)
+
+
 def test_a_deleted_model_takes_its_hooks_off_the_base(bert, tmp_path):
     """A sweep wrapping one base per method kept every deleted wrapper's hooks on it (idle, run on every forward,
     their injectors alive for as long as the base): the base's hooks are now those of the wrappers still alive."""
@@ -621,6 +646,44 @@ def test_a_deleted_model_takes_its_hooks_off_the_base(bert, tmp_path):
     gc.collect()
     assert hooks() == before
 
+
+
+@pytest.mark.parametrize("make_copy", ["deepcopy", "torch.save"])
+def test_a_deleted_copy_takes_its_hooks_off_the_base_it_owns(bert, tmp_path, make_copy):
+    """``copy.deepcopy(model)`` (or a whole-model torch.save / torch.load) copies the base and the hooks on it, but
+    only the original took its hooks off when it was garbage: a copy's base kept them (idle, run on every forward)
+    once the copy was gone, and wrapping that base again stacked new hooks on them. A copy now does as the original."""
+    import gc
+    import io
+
+    from openprompt_ipt.injection.encoder_hooks import ArmedHooks
+
+    mlm, tok = bert
+
+    def hooks(base):
+        return sum(isinstance(getattr(getattr(h, "func", h), "__self__", None), ArmedHooks)
+                   for m in base.modules() for h in (*m._forward_pre_hooks.values(), *m._forward_hooks.values()))
+
+    model = get_instance_prompt_model(classifier_from(mlm), config_for("p_tuning_v2-kv", tmp_path, mlm), tok).eval()
+    batch = _batch(tok)
+    with torch.no_grad():
+        ref = model(**batch).logits
+    if make_copy == "deepcopy":
+        twin = copy.deepcopy(model)
+    else:
+        buffer = io.BytesIO()
+        torch.save(model, buffer)
+        buffer.seek(0)
+        twin = torch.load(buffer, weights_only=False)
+    with torch.no_grad():
+        torch.testing.assert_close(twin(**batch).logits, ref, rtol=0, atol=0)
+    base = twin.base_model
+    assert hooks(base) == hooks(model.base_model) > 0
+    del twin
+    gc.collect()
+    assert hooks(base) == 0
+    with torch.no_grad():
+        torch.testing.assert_close(model(**batch).logits, ref, rtol=0, atol=0)  # the original still works
 
 @pytest.mark.parametrize("case", ["p_tuning_v2-kv", "ipt-random"])
 def test_a_refused_folder_leaves_the_given_base_as_it_was(bert, case, tmp_path):

@@ -90,6 +90,66 @@ def test_phm_weight_is_a_sum_of_kronecker_products():
     assert torch.allclose(layer(x), x @ expected.T + layer.bias, atol=1e-5)
 
 
+
+# IDPG with one A set shared by its PHM layers: S-IDPG (the default) and M-IDPG sharing it on purpose
+SHARED_A = {"s_idpg": dict(injection="input", idpg={"layer": "phm", "hidden": 8, "phm_n": 4, "depth": "single",
+                                                    "encoder": "static_mean"}),
+            "m_idpg": dict(injection="hidden", idpg={"layer": "phm", "hidden": 8, "phm_n": 4, "depth": "multi",
+                                                     "phm_share_a": True, "encoder": "static_mean"})}
+
+
+@pytest.mark.parametrize("case", SHARED_A)
+def test_a_shared_phm_a_follows_its_owner_through_conversions_loads_and_copies(bert, case):
+    """The PHM layers held the generator's shared A parameter itself, outside the module tree. ``.double()`` under
+    torch's overwrite-on-conversion setting, ``load_state_dict(..., assign=True)`` and ``to_empty`` give the
+    generator a new parameter object: the layers kept computing with the old one (a dtype error after the cast,
+    silently the old values after the load). They now read the owner's current one; a deep copy reads its own; the
+    state dict's keys stay as saved files have them."""
+    import copy
+
+    model, tok = bert
+    torch.manual_seed(0)
+    pm = build_prefix(model, tok, prompt_length=T, generator="idpg", **SHARED_A[case])
+    batch = batch_for(pm, tok, examples(3))
+    gen = pm.template.generator
+    keys = [k for k in pm.template.state_dict() if "generator" in k and k.endswith(".a") or "phm_a" in k]
+    assert keys == ["generator.phm_a"], keys  # one A set, saved once under its owner's name
+
+    def logits(m, dtype=torch.float32):
+        with torch.no_grad():
+            return m({k: v.clone() if torch.is_tensor(v) else v for k, v in batch.items()}).to(dtype)
+
+    ref = logits(pm)
+    # load_state_dict(assign=True): the loaded A is the one used
+    trained = {k: v * 5 if k.endswith("phm_a") else v.clone() for k, v in gen.state_dict().items()}
+    twin = copy.deepcopy(pm)
+    twin.template.generator.load_state_dict(trained)
+    gen.load_state_dict(trained, assign=True)
+    torch.testing.assert_close(logits(pm), logits(twin), rtol=0, atol=0)
+    assert not torch.equal(logits(pm), ref)  # the A set matters (a little, in a tiny random PLM)
+    # a deep copy reads its own A: training it leaves the original as it was
+    for layer in (m for m in twin.modules() if isinstance(m, PHMLinear)):
+        assert layer.a is twin.template.generator.phm_a
+    before = logits(pm)
+    with torch.no_grad():
+        twin.template.generator.phm_a.add_(1.0)
+    torch.testing.assert_close(logits(pm), before, rtol=0, atol=0)
+    # .double() when conversions overwrite parameters: the converted A is the one used
+    overwrite = torch.__future__.get_overwrite_module_params_on_conversion()
+    torch.__future__.set_overwrite_module_params_on_conversion(True)
+    try:
+        cast = copy.deepcopy(pm).double()
+        torch.testing.assert_close(logits(cast, torch.float32), before, rtol=0, atol=1e-5)
+    finally:
+        torch.__future__.set_overwrite_module_params_on_conversion(overwrite)
+    # the generator to the meta device and back (to_empty), then its weights loaded
+    saved = {k: v.clone() for k, v in gen.state_dict().items()}
+    gen.to("meta")
+    gen.to_empty(device="cpu")
+    gen.load_state_dict(saved)
+    torch.testing.assert_close(logits(pm), before, rtol=0, atol=0)
+
+
 def test_glove_encoder_averages_whole_word_vectors(bert, tmp_path):
     model, tok = bert
     path = tmp_path / "glove.txt"

@@ -56,7 +56,7 @@ class Bottleneck(nn.Module):
     def __init__(self, d_in: int, m: int, out: int, cfg: IDPGConfig, shared_a, out_bias: bool, out_std: float):
         super().__init__()
         if cfg.layer == "phm":
-            share = shared_a is not None
+            share = self.up_shares_a = shared_a is not None
             self.down = PHMLinear(d_in, m, cfg.phm_n, shared_a=shared_a)
             self.up = PHMLinear(m, out, cfg.phm_n, bias=out_bias, shared_a=shared_a if share else None)
             # weight std = std(B) / sqrt(n) * n * std(A) -> keep the instance part at the prompt's scale
@@ -69,10 +69,11 @@ class Bottleneck(nn.Module):
             nn.init.normal_(self.up.bias, std=out_std)
         self.act = ACTIVATIONS[cfg.activation]()
 
-    def weights(self):
-        """The PHM layers' Kronecker-sum weights, to build once per batch (None for dense layers)."""
+    def weights(self, shared_a=None):
+        """The PHM layers' Kronecker-sum weights, to build once per batch (None for dense layers); ``shared_a``: the
+        A set the layers share, as the caller holds it."""
         if isinstance(self.down, PHMLinear):
-            return self.down.weight(), self.up.weight()
+            return self.down.weight(shared_a), self.up.weight(shared_a if self.up_shares_a else None)
         return None
 
     def forward(self, x, weights=None):
@@ -128,7 +129,8 @@ class IDPGGenerator(LayerPromptGenerator):
         std = config.init_std if config.init_std is not None else ctx.init_std
         out, m = t * d, config.hidden
         n_gen = slots if sharing == "L" else 1
-        self.generators = nn.ModuleList(Bottleneck(d_in, m, out, config, self.phm_a, sharing != "M", std)
+        shared_a = (self, "phm_a") if self.phm_a is not None else None  # read here at every use (generators/phm.py)
+        self.generators = nn.ModuleList(Bottleneck(d_in, m, out, config, shared_a, sharing != "M", std)
                                         for _ in range(n_gen))
         self.slot_bias = nn.Parameter(torch.randn(slots, out) * std) if sharing == "M" else None
         self.sharing, self.slots = sharing, slots
@@ -158,16 +160,18 @@ class IDPGGenerator(LayerPromptGenerator):
 
     def begin(self, inputs):
         x = self.sentence(inputs.input_ids, inputs.content_mask, inputs.attention_mask, part_ids=inputs.part_ids)
-        x = x.to(next(self.generators.parameters()).dtype)
+        # the first layer's bias, by name: nn.DataParallel's copies list no parameters() (a StopIteration here)
+        x = x.to(self.generators[0].down.bias.dtype)
         state = {"x": x}
         if self.slot_bias is not None:
             # unbound once: the backward stacks the slots' gradients in one op, where indexing per slot would
             # fill a zero tensor of the whole (slots, t*d) bias for each slot (2L of them on kv)
             state["bias"] = self.slot_bias.unbind(0)
-        if self.uses_previous and self.config.layer == "phm":
+        if self.config.layer == "phm" and (self.uses_previous or self.phm_a is not None):
             # every layer runs the generator on its own input: build each PHM weight once per batch, not once
-            # per slot (2L einsums and their backward on kv injection); on a GPU these small kernels add up
-            state["weights"] = [gen.weights() for gen in self.generators]
+            # per slot (2L einsums and their backward on kv injection); on a GPU these small kernels add up.
+            # A shared A set is passed as this module holds it: an nn.DataParallel copy holds its own
+            state["weights"] = [gen.weights(self.phm_a) for gen in self.generators]
         if self.sharing != "L":  # W applied once per batch; slots differ by their bias only
             state["shared"] = self.generators[0](x, state["weights"][0] if "weights" in state else None)
         return state
@@ -193,5 +197,5 @@ class IDPGGenerator(LayerPromptGenerator):
         if "shared" in state:
             y = state["shared"] + state["bias"][s] if "bias" in state else state["shared"]
         else:
-            y = self._generate(x, s)
+            y = self._generate(x, s, state.get("weights"))
         return self._finish(y, x)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
+import weakref
 from contextlib import contextmanager
 from types import SimpleNamespace
 from typing import Optional
@@ -19,6 +20,7 @@ from torch import nn
 
 from ..generators.layered import InstanceInputs
 from ..injection import max_positions, prepend, trim_outputs
+from ..injection.encoder_hooks import remove_orphaned_copies
 from ..injection.layout import FAMILIES  # BERT-style encoders: the families whose layout the injection finds
 from ..prompting import build_input_prompt, build_layered_generator, input_prompt_vectors, place_prompts, release_prompts
 from ..prompting.device import place_beside
@@ -45,6 +47,9 @@ NOT_TRACEABLE = ("InstancePromptModel cannot be traced or exported (torch.jit.tr
 
 # on the base: the head modules every InstancePromptModel built on it has trained (modules_to_save), so far
 WRAPPED_HEADS = "_instance_prompt_heads"
+# base -> the mark made on that very base: copy.deepcopy(base) / pickle copy the mark in __dict__ too, but a copy's
+# head is its own (training it changes no other model), so a mark another object made is not this base's
+_OWN_MARK: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
 class InstancePromptModel(SavingMixin, GradientCheckpointingMixin, PeftHabitsMixin, nn.Module):
@@ -73,6 +78,7 @@ class InstancePromptModel(SavingMixin, GradientCheckpointingMixin, PeftHabitsMix
                              "(from_pretrained, or load_checkpoint_and_dispatch), then wrap it")
         tokenizer = tokenizer if tokenizer is not None else _load_tokenizer(model)
         check_against_model(tokenizer, model)
+        remove_orphaned_copies(model)  # a copy of a wrapped base carries the copied hooks, which no model owns
         self.prompt_config = config
         self._prompt_off = self._checkpointing = self._vocabulary = False
         label_word_ids = self._label_word_ids(model, tokenizer, config.label_words)  # refused before the base is touched
@@ -92,12 +98,23 @@ class InstancePromptModel(SavingMixin, GradientCheckpointingMixin, PeftHabitsMix
         _mark_base(model, self.modules_to_save)  # only once built: a refused wrap leaves no mark on the base
         register(model, self)  # from_pretrained onto this base says when it changes this model's head
 
+    def __setstate__(self, state):
+        # a copy (copy.deepcopy, pickle / torch.save of the whole model) takes its own hooks off its own base when it
+        # is garbage, as the original does: the finalizer was the original's only, so a copy's base kept them
+        super().__setstate__(state)
+        if self.__dict__.get("injector") is not None:
+            self.injector.remove_with(self)
+        register(self.base_model, self)
+        if WRAPPED_HEADS in self.base_model.__dict__:  # the copied base is this copy's own: wrapping it again shares
+            _OWN_MARK[self.base_model] = self.base_model.__dict__[WRAPPED_HEADS]  # this copy's head
+
     @staticmethod
     def base_as_it_is(model) -> dict:
         """What wrapping changes on the caller's ``model`` (which parameters train, the mark of earlier wraps, the
         class names a label-word prompt sets), for ``give_back_base``."""
         cfg = model.config
         return {"flags": [(p, p.requires_grad) for p in model.parameters()], "mark": model.__dict__.get(WRAPPED_HEADS),
+                "own_mark": _OWN_MARK.get(model),
                 "labels": (dict(getattr(cfg, "id2label", None) or {}), dict(getattr(cfg, "label2id", None) or {}))}
 
     def give_back_base(self, as_it_was: dict) -> None:
@@ -112,6 +129,10 @@ class InstancePromptModel(SavingMixin, GradientCheckpointingMixin, PeftHabitsMix
             model.__dict__.pop(WRAPPED_HEADS, None)
         else:
             model.__dict__[WRAPPED_HEADS] = as_it_was["mark"]
+        if as_it_was.get("own_mark") is None:
+            _OWN_MARK.pop(model, None)
+        else:
+            _OWN_MARK[model] = as_it_was["own_mark"]
         id2label, label2id = as_it_was["labels"]
         if id2label and dict(getattr(model.config, "id2label", None) or {}) != id2label:
             model.config.id2label, model.config.label2id = id2label, label2id
@@ -366,7 +387,9 @@ def _mark_base(model, heads) -> None:
     that wraps one base again and again started each method from the previous one's trained head, and training it
     changed the earlier model's outputs, silently. ``from_pretrained`` loads its own head over it: said there only
     where that changes a live model's head (hf/shared_base.py)."""
-    earlier = model.__dict__.get(WRAPPED_HEADS, frozenset())
+    mark = model.__dict__.get(WRAPPED_HEADS)
+    # a mark copied with the base (copy.deepcopy(model.base_model), a pickle) names heads the copy does not share
+    earlier = mark if mark is not None and _OWN_MARK.get(model) is mark else frozenset()
     shared = [name for name in heads if name in earlier]
     if shared and not LOADING_SAVED.get():
         warnings.warn(f"this {type(model).__name__} already carries an instance prompt (an earlier "
@@ -374,7 +397,7 @@ def _mark_base(model, heads) -> None:
                       "model starts from the head the earlier one trained, and training either one changes the other's "
                       "outputs; wrap a fresh base for each model (from_pretrained again, or copy.deepcopy(base) before "
                       "the first wrap)", SharedBaseWarning, stacklevel=4)
-    model.__dict__[WRAPPED_HEADS] = earlier | frozenset(heads)
+    model.__dict__[WRAPPED_HEADS] = _OWN_MARK[model] = earlier | frozenset(heads)
 
 
 def _name_classes(config, classes: int) -> None:

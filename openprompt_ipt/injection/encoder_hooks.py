@@ -120,6 +120,24 @@ class CallArguments:
         return tuple(self.args), self.kwargs
 
 
+# injectors whose owner (template or model) is alive and takes their hooks off when it is garbage
+_OWNED: "weakref.WeakSet" = weakref.WeakSet()
+
+
+def remove_orphaned_copies(model: nn.Module) -> None:
+    """Take off ``model`` the hooks of injectors copied with it alone (``copy.deepcopy(model.base_model)``, or a
+    pickle of it): they had an owner once, but the copy of the owner was never made, so nothing takes them off and a
+    new wrap stacked its hooks on them (idle, run on every forward). Injectors that never had an owner stay."""
+    found = {}
+    for module in model.modules():
+        for hook in (*module._forward_pre_hooks.values(), *module._forward_hooks.values()):
+            injector = getattr(getattr(hook, "func", hook), "__self__", None)
+            if isinstance(injector, ArmedHooks) and injector.__dict__.get("owned") and injector not in _OWNED:
+                found[id(injector)] = injector
+    for injector in found.values():
+        injector.remove()
+
+
 class ArmedHooks:
     """Hooks that stay idle until a forward arms them with a plan; shared by the per-layer and the late injector."""
     plan = None
@@ -166,6 +184,8 @@ class ArmedHooks:
         sweep that wraps one PLM again and again kept every earlier wrapper's hooks on it, idle but run on every
         forward, and their injectors alive, for as long as the PLM lived."""
         weakref.finalize(owner, self.remove)
+        self.owned = True
+        _OWNED.add(self)
 
     def remove(self) -> None:
         for h in self.handles:

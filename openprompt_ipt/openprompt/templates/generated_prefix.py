@@ -19,6 +19,7 @@ hidden states, so verbalizers see the original positions.
 """
 from __future__ import annotations
 
+import copy
 from typing import Optional
 
 import torch
@@ -28,6 +29,7 @@ from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_N
 from ...injection.batch import content_mask, field, refuse_left_padding
 from ...generators.layered import InstanceInputs
 from ...injection import INSERT_POSITIONS
+from ...injection.encoder_hooks import remove_orphaned_copies
 from ...prompting import build_layered_generator, place_prompts, release_prompts
 from ...prompting.layered_prompt import SECTIONS, prompt_positions
 from .persistence import TrainedTemplateMixin
@@ -63,6 +65,7 @@ class GeneratedPrefixTemplate(TrainedTemplateMixin, MixedTemplate):
                  placeholder_mapping: dict = {"<text_a>": "text_a", "<text_b>": "text_b"}):
         given = {"prefix": prefix, "ipt": ipt, "idpg": idpg, "lpt": lpt}
         check_encoder(model.config)
+        remove_orphaned_copies(model)  # a copy of a PLM a template hooked carries copied hooks no template owns
         super().__init__(model=model, tokenizer=tokenizer, text=None, placeholder_mapping=placeholder_mapping)
         self._remember_backbone(model)
         self.generator, self.injector, self.placement, section = build_layered_generator(
@@ -87,6 +90,28 @@ class GeneratedPrefixTemplate(TrainedTemplateMixin, MixedTemplate):
         if self.injector is not None:
             self.injector.remove_with(self)
         self._place_beside_backbone()  # also without a text (on_text_set places it otherwise)
+
+    def __deepcopy__(self, memo):
+        # copied with its PLM (copy.deepcopy(prompt_model): the PLM comes first), the copy's hooks sit on the copied
+        # PLM. Copied alone, they sat on a hidden copy of the PLM: put back on the PLM (a "best template" kept in a
+        # notebook), it ran without its kv / hidden / late prompts, silently
+        if self.injector is not None and id(self.raw_embedding) not in memo:
+            raise TypeError(f"copy.deepcopy of a GeneratedPrefixTemplate alone: its '{self.injection}' prompts enter "
+                            "through hooks on its PLM, so the copy would inject into a hidden copy of the PLM, not the "
+                            "one it runs with; copy the whole model (copy.deepcopy(prompt_model)), or keep the "
+                            "template's weights (best = {k: v.clone() for k, v in template.state_dict().items()}, "
+                            "later template.load_state_dict(best))")
+        new = type(self).__new__(type(self))
+        memo[id(self)] = new
+        new.__setstate__(copy.deepcopy(self.__dict__, memo))
+        return new
+
+    def __setstate__(self, state):
+        # a copy (copy.deepcopy, pickle / torch.save of the whole model) takes its own hooks off its own PLM when it
+        # is garbage, as the original does: the finalizer was the original's only
+        super().__setstate__(state)
+        if self.__dict__.get("injector") is not None:
+            self.injector.remove_with(self)
 
     # ---- OpenPrompt hooks -------------------------------------------------------------------
     def on_text_set(self):
