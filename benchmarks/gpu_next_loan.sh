@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Everything that waits for a lent GPU (docs/gpu.md, "For the next loan"), in one call, the most decisive first:
 #   1. tests/test_cuda.py: the CUDA tests, #42's `pipeline` on CUDA among them            -> $OUT/test_cuda.log
+#      then the pipeline tests, then the suite (FULL=1: the fourth loan's memory / timing steps before the suite)
 #   2. #41's measured GPU peak memory, roberta-large shape, l = 12, 16 x 128, fp32           -> $OUT/rl_memory_fp32.md
 #   3. the M-IDPG-PHM op-count cuts timed, bf16 and fp32                                      -> $OUT/rl_{bf16,no}.md
 #   4. with the time left: the whole suite on the GPU machine                                 -> $OUT/suite.log
@@ -25,6 +26,11 @@ step() {  # step NAME SECONDS COMMAND...: run with a time limit, say how it ende
 }
 
 step test_cuda 150 $PY -m pytest -q -p no:cacheprovider tests/test_cuda.py
+XDIST=""; $PY -c "import xdist" 2>/dev/null && XDIST="-n 8"  # the image may lack pytest-xdist
+# the CPU pipeline tests on a CUDA machine: transformers 5's pipeline moves the model to cuda:0 (docs/gpu.md, fourth loan)
+step pipelines 120 $PY -m pytest -q -p no:cacheprovider $XDIST -rf tests/test_hf_pipelines.py tests/test_hf_trainer_habits.py
+[ -n "${FULL:-}" ] || { REST=$(( $(left) - 15 )); [ "$REST" -gt 60 ] && step suite "$REST" $PY -m pytest -q -p no:cacheprovider $XDIST -rf tests \
+  --deselect tests/test_cuda.py --deselect tests/test_data_sources.py --deselect tests/test_console.py; echo "done"; exit 0; }
 E="benchmarks/efficiency.py --backbone random:roberta-large --batch-size 16 --seq-len 128 --device cuda --overwrite"  # $OUT is scratch
 step rl_memory_fp32 90 $PY $E --late-layer 12 --memory-only --output "$OUT/rl_memory_fp32.md" \
   --methods "Prompt Tuning,P-tuning v2,LPT-NPG,LPT-MPPG"

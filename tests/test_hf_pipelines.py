@@ -23,9 +23,11 @@ def _wrap(base, case, tok, **extra):
 
 
 def _alone(model, tok, texts, **kw):
-    """The model's own logits, one text per forward (no padding)."""
+    """The model's own logits, one text per forward (no padding), on the model's device: on a machine with a GPU,
+    ``pipeline(...)`` without ``device`` moves the model there (transformers 5), so these tests ran CPU inputs into
+    a GPU model."""
     with torch.no_grad():
-        return [model(**tok(t, return_tensors="pt", **kw)).logits[0] for t in texts]
+        return [model(**tok(t, return_tensors="pt", **kw).to(model.device)).logits[0].cpu() for t in texts]
 
 
 def _scores(rows, k):
@@ -149,7 +151,7 @@ def test_token_classification_and_feature_extraction_at_the_callers_tokens(plm, 
     encoder = _wrap(AutoModel.from_config(cfg), case, tok)
     features = torch.tensor(pipeline("feature-extraction", model=encoder, tokenizer=tok)(text))
     with torch.no_grad():
-        expected = encoder(**tok(text, return_tensors="pt")).last_hidden_state
+        expected = encoder(**tok(text, return_tensors="pt").to(encoder.device)).last_hidden_state.cpu()
     torch.testing.assert_close(features, expected, rtol=0, atol=1e-5)
 
 

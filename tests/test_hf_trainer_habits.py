@@ -179,7 +179,8 @@ def test_pipeline_predicts_with_the_prompt(plm, tmp_path):
     texts = POSITIVE[:2] + NEGATIVE[:2]
     predictions = pipeline("text-classification", model=model, tokenizer=tok, top_k=None)(texts)
     with torch.no_grad():
-        probs = model(**tok(texts, padding=True, return_tensors="pt")).logits.softmax(-1)
+        # .to(model.device): on a machine with a GPU the pipeline (device unset) moved the model there (transformers 5)
+        probs = model(**tok(texts, padding=True, return_tensors="pt").to(model.device)).logits.softmax(-1).cpu()
     for row, p in zip(predictions, probs):
         got = {d["label"]: d["score"] for d in row}
         torch.testing.assert_close(torch.tensor([got["LABEL_0"], got["LABEL_1"]]), p, rtol=0, atol=1e-5)
