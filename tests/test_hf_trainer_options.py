@@ -278,3 +278,32 @@ def test_a_micro_batch_without_labels_adds_nothing_to_the_step(bert, head, tmp_p
     out = model(**batch, labels=labels)
     counted = model(**batch, labels=labels, num_items_in_batch=torch.tensor(4 * labels.numel()))
     torch.testing.assert_close(counted.loss, out.loss / 4, rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("case", ["ipt-random", "prefix_ipt-random", "late_ipt-random", "ipt-pretrained",
+                                  "prompt_tuning"])
+def test_resizing_the_base_after_the_prompt_is_one_line_before_any_lookup(bert, case, tmp_path):
+    """``base.resize_token_embeddings`` on the base itself after wrapping (or after ``from_pretrained``): the first
+    new id read IPT's pad row (another prompt, no error), the second was an IndexError inside the table (on CUDA a
+    device-side assert). Now the forward (and a save) is one line naming the order that works."""
+    from openprompt_ipt.hf import InstancePromptModel
+
+    mlm, tok = bert
+    base = classifier_from(mlm, initializer_range=0.2)
+    model = _wrap(base, case, tmp_path, mlm, tok).eval()
+    model.save_pretrained(str(tmp_path / "saved"))
+    loaded = InstancePromptModel.from_pretrained(classifier_from(mlm, initializer_range=0.2), str(tmp_path / "saved"),
+                                                 tok)
+    tok = copy.deepcopy(tok)
+    tok.add_tokens(["newword", "otherword"])
+    for wrapped in (model, loaded):
+        wrapped.get_base_model().resize_token_embeddings(len(tok))
+        for text in ("the newword movie", "the otherword movie"):
+            batch = tok([text], return_tensors="pt", return_special_tokens_mask=True)
+            with pytest.raises(ValueError, match=r"vocabulary changed from \d+ to \d+ tokens after the prompt was "
+                                                 r"built.*resize the base first") as e:
+                wrapped(**batch)
+            _one_line(e)
+        with pytest.raises(ValueError, match="resize the base first"):
+            wrapped.save_pretrained(str(tmp_path / "again"))
+    assert not (tmp_path / "again").exists()

@@ -160,6 +160,7 @@ class SavingMixin:
                             "model.safetensors + instance_prompt_config.json; drop them")
         if not is_main_process:
             return
+        self._check_vocabulary()  # a base resized since the prompt was built: a folder that would load nowhere
 
         state = {k: v.detach().contiguous().cpu() for k, v in self.state_dict().items()}
         warn_non_finite(state, save_directory)
