@@ -104,6 +104,7 @@ class GeneratedPrefixTemplate(TrainedTemplateMixin, MixedTemplate):
             self.soft_embedding.weight.requires_grad_(False)
 
     def process_batch(self, batch):
+        self._check_vocabulary()
         self._watch_updates()
         inputs = InstanceInputs(batch["input_ids"], batch["attention_mask"], content_mask(batch, "text_part_ids"),
                                 field(batch, "text_part_ids"))

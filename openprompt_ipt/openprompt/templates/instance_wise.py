@@ -94,6 +94,7 @@ class InstanceWiseTemplate(TrainedTemplateMixin, MixedTemplate):
                 + [f"instance {i + 1}" for i in range(self.prompt_length)])
 
     def process_batch(self, batch):
+        self._check_vocabulary()
         self._watch_updates()
         prompts = self.prompt_vectors(batch)  # before MixedTemplate replaces input_ids by inputs_embeds
         batch = self._embeds_in_plm_dtype(super().process_batch(batch))  # hard + {"soft"} tokens -> inputs_embeds
