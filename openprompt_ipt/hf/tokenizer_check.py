@@ -1,7 +1,8 @@
 """Is this the model's tokenizer? A tokenizer of another model gives other ids for the same words and special
-tokens, and the logits change without an error. Checked against the model (vocabulary size, the special ids its
-config names, every special id in range) when the prompt is built, and against what ``save_pretrained``
-recorded (vocabulary, special and mask ids) when it is loaded; a mismatch is one line."""
+tokens, and the logits change without an error. Checked against the model (vocabulary size: no larger, and smaller
+only by a padded vocabulary's rows; the special ids its config names, every special id in range) when the prompt is
+built, and against what ``save_pretrained`` recorded (vocabulary, special and mask ids) when it is loaded; a mismatch
+is one line."""
 from __future__ import annotations
 
 import hashlib
@@ -10,6 +11,10 @@ import os
 import warnings
 
 SPECIALS = ("pad", "bos", "eos", "cls", "sep", "unk", "mask")
+# The prompt's vocabulary tables have one row per row of the base's input embeddings (``config.vocab_size``, padding
+# rows included). A tokenizer may have fewer tokens than that, as many as a vocabulary padded to a multiple adds
+# (``resize_token_embeddings(len(tokenizer), pad_to_multiple_of=64)``: rows no id reads), never more.
+PADDED_ROWS = 128
 FIX = "pass the tokenizer the model was trained with (AutoTokenizer.from_pretrained(<the model's path>))"
 
 
@@ -36,8 +41,13 @@ def check_against_model(tokenizer, model) -> None:
     cfg = model.config
     size, vocab = len(tokenizer), getattr(cfg, "vocab_size", None)
     name = getattr(tokenizer, "name_or_path", "") or "tokenizer"
-    if vocab is not None and size != vocab:
-        raise ValueError(f"tokenizer '{name}' has {size} tokens but the model's vocabulary has {vocab}: {FIX}")
+    if vocab is not None and size > vocab:  # ids past the base's table
+        raise ValueError(f"tokenizer '{name}' has {size} tokens but the model's vocabulary has {vocab}: after "
+                         "tokenizer.add_tokens(...), resize the base first, "
+                         f"base.resize_token_embeddings(len(tokenizer)), then wrap it; else {FIX}")
+    if vocab is not None and vocab - size >= PADDED_ROWS:  # more than a vocabulary padded to a multiple
+        raise ValueError(f"tokenizer '{name}' has {size} tokens but the model's vocabulary has {vocab} (a vocabulary "
+                         f"padded to a multiple has fewer than {PADDED_ROWS} rows more than its tokenizer): {FIX}")
     for key in ("pad_token_id", "bos_token_id", "eos_token_id"):
         mine, theirs = getattr(tokenizer, key, None), getattr(cfg, key, None)
         if mine is not None and theirs is not None and mine != theirs:
