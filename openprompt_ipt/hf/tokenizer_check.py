@@ -10,6 +10,8 @@ import json
 import os
 import warnings
 
+from ..generators.vocab_table import tokenization_fingerprint
+
 SPECIALS = ("pad", "bos", "eos", "cls", "sep", "unk", "mask")
 # The prompt's vocabulary tables have one row per row of the base's input embeddings (``config.vocab_size``, padding
 # rows included). A tokenizer may have fewer tokens than that, as many as a vocabulary padded to a multiple adds
@@ -30,7 +32,9 @@ def tokenizer_record(tokenizer) -> dict:
     return {"name_or_path": recorded_path(getattr(tokenizer, "name_or_path", "") or ""),
             "vocab_size": len(tokenizer),
             "vocab_sha256": hashlib.sha256(json.dumps(vocab).encode("utf-8")).hexdigest(),
-            "special_ids": {f"{s}_token_id": getattr(tokenizer, f"{s}_token_id", None) for s in SPECIALS}}
+            "special_ids": {f"{s}_token_id": getattr(tokenizer, f"{s}_token_id", None) for s in SPECIALS},
+            # the same vocabulary normalised otherwise (do_lower_case, strip_accents, add_prefix_space): other ids
+            "tokenization": tokenization_fingerprint(tokenizer)}
 
 
 def _name(path: str) -> str:
@@ -67,11 +71,12 @@ def check_against_record(tokenizer, record: dict, directory: str) -> None:
         return
     mine = tokenizer_record(tokenizer)
     saved = record.get("name_or_path") or "the tokenizer it was saved with"
-    for key in ("vocab_size", "special_ids", "vocab_sha256"):
-        if key in record and record[key] != mine[key]:
-            what = {"vocab_size": "vocabulary size", "special_ids": "special token ids",
-                    "vocab_sha256": "vocabulary"}[key]
-            detail = "" if key == "vocab_sha256" else f" ({record[key]} saved, {mine[key]} given)"
+    for key in ("vocab_size", "special_ids", "vocab_sha256", "tokenization"):
+        if record.get(key) is not None and mine[key] is not None and record[key] != mine[key]:
+            what = {"vocab_size": "vocabulary size", "special_ids": "special token ids", "vocab_sha256": "vocabulary",
+                    "tokenization": ("tokenization of the same vocabulary (other ids for the same text: "
+                                     "do_lower_case, strip_accents or add_prefix_space differ)")}[key]
+            detail = "" if key in ("vocab_sha256", "tokenization") else f" ({record[key]} saved, {mine[key]} given)"
             raise ValueError(f"'{directory}' was saved with tokenizer '{saved}' and the given tokenizer "
                              f"'{mine['name_or_path']}' has another {what}{detail}: pass the tokenizer it was saved "
                              "with")

@@ -13,7 +13,8 @@ import torch
 from openprompt.prompt_base import Template
 
 from ...generators import (IDPGGenerator, InstancePromptGenerator, cannot_rebuild, check_exported_tables,
-                           exported_tables, exports_in_weights, rebuilding_saved, tokenizer_fingerprint)
+                           exported_tables, exports_in_weights, rebuilding_saved, tokenization_fingerprint,
+                           tokenizer_fingerprint)
 from ...prompting.examples import text_fields_filled
 from ...serialization import check_saved_pair, load_trainable, read_json, save_trainable
 
@@ -163,7 +164,8 @@ class TrainedTemplateMixin:
         tokenizer = self.tokenizer
         saved = [n for n, p in self.named_parameters() if p.requires_grad and not n.startswith("raw_embedding")]
         return {"tokenizer": {"name_or_path": getattr(tokenizer, "name_or_path", "") or "", "size": len(tokenizer),
-                              "fingerprint": tokenizer_fingerprint(tokenizer)},
+                              "fingerprint": tokenizer_fingerprint(tokenizer),
+                              "tokenization": tokenization_fingerprint(tokenizer)},
                 "backbone": self.__dict__.get("_backbone", {}), "exported_tables": exported_tables(self),
                 "exports_in_weights": exports_in_weights(self, saved)}
 
@@ -233,6 +235,13 @@ def _check_backbone(record: dict, model, tokenizer, directory: str) -> None:
                          f"tokens) and {given} ({len(tokenizer)} tokens) has another vocabulary: the prompt reads "
                          "its table by token id, so it would change; load it with the backbone and tokenizer it was "
                          "trained with")
+    mine = tokenization_fingerprint(tokenizer)
+    if saved.get("tokenization") and mine and saved["tokenization"] != mine:  # the same vocabulary, normalised otherwise
+        given = getattr(tokenizer, "name_or_path", "") or "the given tokenizer"
+        raise ValueError(f"'{directory}' was saved with tokenizer '{saved.get('name_or_path')}' and '{given}' has its "
+                         "vocabulary but tokenizes the same text into other ids (do_lower_case, strip_accents or "
+                         "add_prefix_space differ): the prompt reads its table by token id, so it would change; load it "
+                         "with the tokenizer it was trained with")
     backbone, cfg = record.get("backbone") or {}, model.config
     for key in BACKBONE_KEYS:
         if backbone.get(key) is not None and backbone[key] != getattr(cfg, key, None):
