@@ -307,3 +307,24 @@ def test_resizing_the_base_after_the_prompt_is_one_line_before_any_lookup(bert, 
         with pytest.raises(ValueError, match="resize the base first"):
             wrapped.save_pretrained(str(tmp_path / "again"))
     assert not (tmp_path / "again").exists()
+
+
+def test_a_prompt_saved_on_a_resized_base_names_the_resize_when_loaded_on_the_original(bert, tmp_path):
+    """Tokens added and the base resized before wrapping: loaded onto the base as it comes from its path (not
+    resized), the refusal names the resize that makes it load."""
+    from openprompt_ipt.hf import InstancePromptModel
+
+    mlm, tok = bert
+    tok = copy.deepcopy(tok)
+    tok.add_tokens(["newword", "otherword"])
+    base = classifier_from(mlm, initializer_range=0.2)
+    base.resize_token_embeddings(len(tok))
+    _wrap(base, "ipt-random", tmp_path, mlm, tok).save_pretrained(str(tmp_path / "saved"))
+    with pytest.raises(ValueError, match=r"\(vocab_size 59, this model has 57\): load it onto the model it was trained "
+                                         r"on \(resized after tokenizer.add_tokens: base.resize_token_embeddings\(59\)")\
+            as e:
+        InstancePromptModel.from_pretrained(classifier_from(mlm, initializer_range=0.2), str(tmp_path / "saved"), tok)
+    _one_line(e)
+    resized = classifier_from(mlm, initializer_range=0.2)
+    resized.resize_token_embeddings(59)
+    InstancePromptModel.from_pretrained(resized, str(tmp_path / "saved"), tok)

@@ -210,8 +210,12 @@ class SavingMixin:
         unchecked = {"name_or_path"} | ({"num_labels"} if prompt.get("label_words") else set())
         for key, value in saved.get("base_model", {}).items():
             if key not in unchecked and mine.get(key) != value:
+                # a base resized for added tokens before the prompt was built: the recorded base is not resized
+                resized = (f" (resized after tokenizer.add_tokens: base.resize_token_embeddings({value}), then "
+                           f"from_pretrained(base, '{directory}', tokenizer))"
+                           if key == "vocab_size" and isinstance(value, int) and value > (mine.get(key) or 0) else "")
                 raise ValueError(f"'{directory}' was saved for another base model ({key} {value!r}, this model has "
-                                 f"{mine.get(key)!r}): load it onto the model it was trained on")
+                                 f"{mine.get(key)!r}): load it onto the model it was trained on{resized}")
         if tokenizer is None:
             tokenizer = _saved_tokenizer(directory, saved.get("tokenizer") or {}, model)
         check_against_record(tokenizer, saved.get("tokenizer"), directory)
