@@ -328,3 +328,19 @@ def test_a_prompt_saved_on_a_resized_base_names_the_resize_when_loaded_on_the_or
     resized = classifier_from(mlm, initializer_range=0.2)
     resized.resize_token_embeddings(59)
     InstancePromptModel.from_pretrained(resized, str(tmp_path / "saved"), tok)
+
+
+def test_a_padded_base_keeps_its_size_under_a_defensive_resize_with_a_multiple(bert, tmp_path):
+    """``model.resize_token_embeddings(len(tokenizer), pad_to_multiple_of=8)`` on a wrapped base already padded to
+    that multiple is the base's no-op (it was refused: 58 != 64); another size is still one line."""
+    mlm, tok = bert
+    tok = copy.deepcopy(tok)
+    tok.add_tokens(["newword"])
+    base = classifier_from(mlm, initializer_range=0.2)
+    base.resize_token_embeddings(len(tok), pad_to_multiple_of=8)
+    model = _wrap(base, "ipt-random", tmp_path, mlm, tok)
+    assert model.resize_token_embeddings(len(tok), pad_to_multiple_of=8).num_embeddings == 64
+    with pytest.raises(ValueError, match="after the prompt was built for the base's 64 tokens"):
+        model.resize_token_embeddings(len(tok), pad_to_multiple_of=128)
+    with pytest.raises(ValueError, match="after the prompt was built for the base's 64 tokens"):
+        model.resize_token_embeddings(len(tok))
