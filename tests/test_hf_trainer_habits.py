@@ -257,6 +257,39 @@ def test_a_tokenizer_of_another_model_is_one_line(plm, bert, tmp_path):
     _one_line(e)
 
 
+@pytest.mark.parametrize("case", ["ipt-random", "prefix_ipt-random", "p_tuning_v2-kv"])
+def test_a_vocabulary_padded_to_a_multiple_wraps_and_reloads(bert, case, tmp_path):
+    """``tokenizer.add_tokens(...); base.resize_token_embeddings(len(tokenizer), pad_to_multiple_of=8)`` (the base
+    has more rows than the tokenizer has tokens, as models padded for tensor cores do) was refused as "another
+    model's tokenizer". The table has a row per row of the base's embeddings; a tokenizer larger than the base names
+    the resize; a gap wider than a padded vocabulary's is still another model's tokenizer."""
+    mlm, tok = bert
+    tok = copy.deepcopy(tok)
+    tok.add_tokens(["newword"])
+    base = classifier_from(mlm, initializer_range=0.2)
+    base.resize_token_embeddings(len(tok), pad_to_multiple_of=8)
+    assert (len(tok), base.config.vocab_size) == (58, 64)
+    model = _wrap(base, case, tmp_path, mlm, tok).eval()
+    batch = tok(["the newword movie was great", "a bad film"], return_tensors="pt", padding=True,
+                return_special_tokens_mask=True)
+    with torch.no_grad():
+        expected = model(**batch).logits
+    model.save_pretrained(str(tmp_path / "saved"))
+    loaded = InstancePromptModel.from_pretrained(copy.deepcopy(base), str(tmp_path / "saved"), tok)
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(**batch).logits, expected, rtol=0, atol=1e-6)
+    more = copy.deepcopy(tok)
+    more.add_tokens([f"word{i}" for i in range(7)])  # 65 tokens on the 64 rows: ids past the base's table
+    with pytest.raises(ValueError, match=r"has 65 tokens but the model's vocabulary has 64: after tokenizer"
+                                         r".add_tokens\(...\), resize the base first") as e:
+        get_instance_prompt_model(copy.deepcopy(base), config_for(case, tmp_path, mlm), tokenizer=more)
+    _one_line(e)
+    wide = copy.deepcopy(base)
+    wide.resize_token_embeddings(58 + 128)
+    with pytest.raises(ValueError, match=r"has 58 tokens but the model's vocabulary has 186 \(a vocabulary padded"):
+        get_instance_prompt_model(wide, config_for(case, tmp_path, mlm), tokenizer=tok)
+
+
 def test_loading_with_another_tokenizer_than_saved_is_one_line(bert, tmp_path):
     mlm, tok = bert
     model = get_instance_prompt_model(classifier_from(mlm), InstancePromptConfig("p_tuning_v2", prompt_length=2),

@@ -278,3 +278,69 @@ def test_a_micro_batch_without_labels_adds_nothing_to_the_step(bert, head, tmp_p
     out = model(**batch, labels=labels)
     counted = model(**batch, labels=labels, num_items_in_batch=torch.tensor(4 * labels.numel()))
     torch.testing.assert_close(counted.loss, out.loss / 4, rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("case", ["ipt-random", "prefix_ipt-random", "late_ipt-random", "ipt-pretrained",
+                                  "prompt_tuning"])
+def test_resizing_the_base_after_the_prompt_is_one_line_before_any_lookup(bert, case, tmp_path):
+    """``base.resize_token_embeddings`` on the base itself after wrapping (or after ``from_pretrained``): the first
+    new id read IPT's pad row (another prompt, no error), the second was an IndexError inside the table (on CUDA a
+    device-side assert). Now the forward (and a save) is one line naming the order that works."""
+    from openprompt_ipt.hf import InstancePromptModel
+
+    mlm, tok = bert
+    base = classifier_from(mlm, initializer_range=0.2)
+    model = _wrap(base, case, tmp_path, mlm, tok).eval()
+    model.save_pretrained(str(tmp_path / "saved"))
+    loaded = InstancePromptModel.from_pretrained(classifier_from(mlm, initializer_range=0.2), str(tmp_path / "saved"),
+                                                 tok)
+    tok = copy.deepcopy(tok)
+    tok.add_tokens(["newword", "otherword"])
+    for wrapped in (model, loaded):
+        wrapped.get_base_model().resize_token_embeddings(len(tok))
+        for text in ("the newword movie", "the otherword movie"):
+            batch = tok([text], return_tensors="pt", return_special_tokens_mask=True)
+            with pytest.raises(ValueError, match=r"vocabulary changed from \d+ to \d+ tokens after the prompt was "
+                                                 r"built.*resize the base first") as e:
+                wrapped(**batch)
+            _one_line(e)
+        with pytest.raises(ValueError, match="resize the base first"):
+            wrapped.save_pretrained(str(tmp_path / "again"))
+    assert not (tmp_path / "again").exists()
+
+
+def test_a_prompt_saved_on_a_resized_base_names_the_resize_when_loaded_on_the_original(bert, tmp_path):
+    """Tokens added and the base resized before wrapping: loaded onto the base as it comes from its path (not
+    resized), the refusal names the resize that makes it load."""
+    from openprompt_ipt.hf import InstancePromptModel
+
+    mlm, tok = bert
+    tok = copy.deepcopy(tok)
+    tok.add_tokens(["newword", "otherword"])
+    base = classifier_from(mlm, initializer_range=0.2)
+    base.resize_token_embeddings(len(tok))
+    _wrap(base, "ipt-random", tmp_path, mlm, tok).save_pretrained(str(tmp_path / "saved"))
+    with pytest.raises(ValueError, match=r"\(vocab_size 59, this model has 57\): load it onto the model it was trained "
+                                         r"on \(resized after tokenizer.add_tokens: base.resize_token_embeddings\(59\)")\
+            as e:
+        InstancePromptModel.from_pretrained(classifier_from(mlm, initializer_range=0.2), str(tmp_path / "saved"), tok)
+    _one_line(e)
+    resized = classifier_from(mlm, initializer_range=0.2)
+    resized.resize_token_embeddings(59)
+    InstancePromptModel.from_pretrained(resized, str(tmp_path / "saved"), tok)
+
+
+def test_a_padded_base_keeps_its_size_under_a_defensive_resize_with_a_multiple(bert, tmp_path):
+    """``model.resize_token_embeddings(len(tokenizer), pad_to_multiple_of=8)`` on a wrapped base already padded to
+    that multiple is the base's no-op (it was refused: 58 != 64); another size is still one line."""
+    mlm, tok = bert
+    tok = copy.deepcopy(tok)
+    tok.add_tokens(["newword"])
+    base = classifier_from(mlm, initializer_range=0.2)
+    base.resize_token_embeddings(len(tok), pad_to_multiple_of=8)
+    model = _wrap(base, "ipt-random", tmp_path, mlm, tok)
+    assert model.resize_token_embeddings(len(tok), pad_to_multiple_of=8).num_embeddings == 64
+    with pytest.raises(ValueError, match="after the prompt was built for the base's 64 tokens"):
+        model.resize_token_embeddings(len(tok), pad_to_multiple_of=128)
+    with pytest.raises(ValueError, match="after the prompt was built for the base's 64 tokens"):
+        model.resize_token_embeddings(len(tok))

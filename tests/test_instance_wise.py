@@ -230,3 +230,50 @@ def test_a_plm_loaded_in_bf16_takes_the_prompt_in_its_dtype(plm, case):
     assert all(not torch.equal(p, before[n]) for n, p in trained.items())
     if "task_prompt" in trained:
         assert bool((ours.template.task_prompt != before["task_prompt"]).all())  # no step rounded away
+
+
+@pytest.mark.parametrize("template", ["instance_wise", "generated_prefix"])
+def test_a_plm_resized_after_the_template_is_one_line_before_any_lookup(bert, template, tmp_path):
+    """``plm.resize_token_embeddings`` after the template was built: the first new id read IPT's pad row (another
+    prompt, no error), the next was an IndexError inside the table (on CUDA a device-side assert). Now
+    ``process_batch`` (and ``save_pretrained``) is one line naming the order that works; resizing first trains."""
+    import copy
+
+    from openprompt.data_utils import InputExample
+
+    mlm, tok = bert
+    tok = copy.deepcopy(tok)
+    make = (lambda m, t: build(m, t, prompt_length=3)) if template == "instance_wise" else \
+        (lambda m, t: build_prefix(m, t, generator="ipt_random", prompt_length=3))
+    pm = make(mlm, tok)
+    tok.add_tokens(["newword", "otherword"])
+    mlm.resize_token_embeddings(len(tok))
+    for text in ("the newword movie", "the otherword movie"):
+        batch = batch_for(pm, tok, [InputExample(guid="0", text_a=text, text_b="is it good", label=0)])
+        with pytest.raises(ValueError, match=r"vocabulary changed from 57 to 59 tokens after the template was built"
+                                             r".*resize the PLM first") as e:
+            pm(batch)
+        assert "\n" not in str(e.value)
+    with pytest.raises(ValueError, match="resize the PLM first"):
+        pm.template.save_pretrained(str(tmp_path / "t"))
+    pm = make(mlm, tok)  # built on the resized PLM: the new ids have rows of their own
+    with torch.no_grad():
+        pm(batch_for(pm, tok, [InputExample(guid="0", text_a="the otherword movie", text_b="is it good", label=0)]))
+
+
+def test_a_tokenizer_larger_than_the_plm_is_one_line_at_build(bert):
+    """``tokenizer.add_tokens`` without ``plm.resize_token_embeddings``: the first batch with a new token stopped at
+    an IndexError inside the lookups; a padded vocabulary (more rows than tokens) builds and runs."""
+    import copy
+
+    mlm, tok = bert
+    more = copy.deepcopy(tok)
+    more.add_tokens(["newword"])
+    with pytest.raises(ValueError, match=r"has 58 tokens but the PLM's input embeddings have 57 rows.*"
+                                         r"plm.resize_token_embeddings\(len\(tokenizer\)\)") as e:
+        build(mlm, more, prompt_length=3)
+    assert "\n" not in str(e.value)
+    mlm.resize_token_embeddings(64)  # padded to a multiple: 57 tokens, 64 rows
+    pm = build(mlm, tok, prompt_length=3)
+    with torch.no_grad():
+        pm(batch_for(pm, tok, examples(2)))

@@ -56,6 +56,46 @@ def test_template_for_another_tokenizer_of_the_same_size_is_refused(bert, tiny_d
     InstanceWiseTemplate.from_pretrained(folder, model, tok)  # its own tokenizer loads
 
 
+def _cased_tokenizer(tiny_dir, tmp_path):
+    """The tiny BERT's own vocab.txt loaded with ``do_lower_case=False`` (a cased / uncased mix-up): the same
+    vocabulary, so the same ``tokenizer_fingerprint``, but "The Movie" is [UNK] [UNK] instead of "the movie"."""
+    from transformers import AutoTokenizer
+
+    folder = tmp_path / "cased_bert"
+    folder.mkdir()
+    shutil.copy(os.path.join(tiny_dir, "bert", "vocab.txt"), folder)
+    (folder / "tokenizer_config.json").write_text(json.dumps({"tokenizer_class": "BertTokenizer",
+                                                              "do_lower_case": False}))
+    return AutoTokenizer.from_pretrained(str(folder))
+
+
+def test_the_same_vocabulary_tokenized_otherwise_is_refused_in_both_doors(bert, tiny_dir, tmp_path):
+    """Saved with the uncased tokenizer, loaded with the same vocab.txt read cased: every check of the vocabulary
+    (size, ids, special ids) agreed, and the prompt loaded without a word to read [UNK] where it trained on words."""
+    from test_hf_trainer import classifier_from
+
+    from openprompt_ipt.hf import InstancePromptConfig, InstancePromptModel, get_instance_prompt_model
+
+    model, tok = bert
+    cased = _cased_tokenizer(tiny_dir, tmp_path)
+    assert tokenizer_fingerprint(cased) == tokenizer_fingerprint(tok)
+    assert cased("The Movie")["input_ids"] != tok("The Movie")["input_ids"]
+    folder = str(tmp_path / "tpl")
+    _nudged(build(model, tok, strategy="random", prompt_length=4)).template.save_pretrained(folder)
+    with pytest.raises(ValueError, match=r"'.*tpl' was saved with tokenizer '.*bert' and '.*cased_bert' has its "
+                                         r"vocabulary but tokenizes the same text into other ids \(do_lower_case") as e:
+        InstanceWiseTemplate.from_pretrained(folder, model, cased)
+    assert "\n" not in str(e.value)
+    InstanceWiseTemplate.from_pretrained(folder, model, tok)  # its own tokenizer loads
+    hf = get_instance_prompt_model(classifier_from(model), InstancePromptConfig("ipt", prompt_length=3), tokenizer=tok)
+    hf.save_pretrained(str(tmp_path / "hf"))
+    with pytest.raises(ValueError, match=r"'.*hf' was saved with tokenizer '.*bert' and the given tokenizer "
+                                         r"'.*cased_bert' has another tokenization of the same vocabulary") as e:
+        InstancePromptModel.from_pretrained(classifier_from(model), str(tmp_path / "hf"), cased)
+    assert "\n" not in str(e.value)
+    InstancePromptModel.from_pretrained(classifier_from(model), str(tmp_path / "hf"), tok)
+
+
 def test_template_for_another_number_of_layers_is_refused(bert, tmp_path):
     from transformers import BertForMaskedLM
 

@@ -118,6 +118,22 @@ def tokenizer_fingerprint(tokenizer) -> str:
     return hashlib.sha256("\n".join(f"{i}\t{t}" for t, i in vocab).encode("utf-8")).hexdigest()[:16]
 
 
+# a text whose ids change with a tokenizer's normalisation, not its vocabulary: case (do_lower_case), accents
+# (strip_accents), the space before the first word (add_prefix_space), the special tokens put around a text
+TOKENIZATION_PROBE = "The Movie was GREAT, said Zoë at the café."
+
+
+def tokenization_fingerprint(tokenizer) -> Optional[str]:
+    """A short hash of the ids ``tokenizer`` gives ``TOKENIZATION_PROBE``: the same vocabulary loaded with another
+    normalisation (BERT's vocab.txt with ``do_lower_case=False``) has ``tokenizer_fingerprint``'s hash but gives
+    other ids for the same text (unknown tokens where the prompt was trained on words). None where it cannot tell."""
+    try:
+        ids = tokenizer(TOKENIZATION_PROBE)["input_ids"]
+    except Exception:  # noqa: BLE001  (a tokenizer that cannot encode a plain text is checked by its vocabulary alone)
+        return None
+    return hashlib.sha256(json.dumps([int(i) for i in ids]).encode("utf-8")).hexdigest()[:16]
+
+
 def table_sha256(weight: torch.Tensor) -> str:
     """The hash of a table's values as read from its file (before any dtype cast): a saved prompt records it for
     a frozen table it reads but does not save (Encoder IPT's ``pretrained_path``), so a replaced export is seen."""

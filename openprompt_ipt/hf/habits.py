@@ -78,7 +78,10 @@ class PeftHabitsMixin:
         base's vocabulary, so Random IPT indexed past its table and a saved folder matched no base and no tokenizer."""
         size = self.base_model.get_input_embeddings().num_embeddings
         pad_to = kwargs.get("pad_to_multiple_of", args[0] if args else None)
-        if new_num_tokens is not None and (new_num_tokens != size or (pad_to and size % pad_to)):
+        # the size the base would take: new_num_tokens rounded up to the multiple (a padded base's defensive
+        # resize_token_embeddings(len(tokenizer), pad_to_multiple_of=8) keeps its size)
+        target = new_num_tokens if not (pad_to and new_num_tokens) else -(-new_num_tokens // pad_to) * pad_to
+        if new_num_tokens is not None and target != size:
             raise ValueError(f"resize_token_embeddings({new_num_tokens}) after the prompt was built for the base's {size} "
                              "tokens (its tables and saved record would not match): resize the base first, "
                              "base.resize_token_embeddings(len(tokenizer)), then get_instance_prompt_model(base, config, "

@@ -173,6 +173,8 @@ class InstancePromptModel(SavingMixin, GradientCheckpointingMixin, PeftHabitsMix
         self.register_buffer("special_ids", torch.tensor(added_ids(tokenizer), dtype=torch.long), persistent=False)
         self.__dict__["tokenizer"] = tokenizer
         self.__dict__["_tokenizer_record"] = tokenizer_record(tokenizer)
+        # the base's vocabulary the prompt was made for (IPT's tables have a row per id, and its pad row just after)
+        self.__dict__["_vocab_rows"] = embedding.weight.shape[0]
         # what a checkpoint holds, fixed now: freezing the model for inference must not empty its saved prompt
         self._trained_names = frozenset(n for n, p in self.named_parameters() if p.requires_grad)
         # the base's mode for the prompt too (from_pretrained gives eval): a new nn.Module starts in training mode,
@@ -256,6 +258,7 @@ class InstancePromptModel(SavingMixin, GradientCheckpointingMixin, PeftHabitsMix
             refuse_data_parallel(self)
         if input_ids is None:
             raise ValueError("InstancePromptModel needs input_ids (the instance prompt is made from the tokens)")
+        self._check_vocabulary()
         if attention_mask is None:
             raise ValueError("the batch has no attention_mask: tokenize with return_attention_mask=True (the default) "
                              "and pad with DataCollatorWithPadding, which keeps it")
@@ -353,6 +356,19 @@ class InstancePromptModel(SavingMixin, GradientCheckpointingMixin, PeftHabitsMix
         if self._prompt_off:
             return 0
         return self.n_prefix if self.placement is None else prompt_positions(self.generator, self.placement)
+
+    def _check_vocabulary(self) -> None:
+        """``base.resize_token_embeddings`` after the prompt was built (on the base itself, which the wrapper's own
+        ``resize_token_embeddings`` refuses): IPT's table has a row per id of the vocabulary it was built for, so the
+        first new id read the pad row (another prompt, silently), the next was an IndexError (on CUDA a device-side
+        assert); and the tokenizer record a save writes matched neither vocabulary. Refused before any lookup."""
+        built, now = self.__dict__.get("_vocab_rows"), self.base_model.get_input_embeddings().weight.shape[0]
+        if built is not None and now != built:
+            raise ValueError(f"the base's vocabulary changed from {built} to {now} tokens after the prompt was built "
+                             "(base.resize_token_embeddings after get_instance_prompt_model or from_pretrained), and "
+                             f"the prompt's tables are for {built}: resize the base first, "
+                             "base.resize_token_embeddings(len(tokenizer)), then get_instance_prompt_model(base, "
+                             "config, tokenizer)")
 
     def _at_caller_positions(self, per_token, hidden_states, n_prefix, keep):
         """``per_token`` (B, n', ...) and every hidden state without the prompt's positions."""

@@ -161,6 +161,7 @@ class SavingMixin:
         if not is_main_process:
             return
         refuse_a_models_folder(save_directory)
+        self._check_vocabulary()  # a base resized since the prompt was built: a folder that would load nowhere
 
         state = {k: v.detach().contiguous().cpu() for k, v in self.state_dict().items()}
         warn_non_finite(state, save_directory)
@@ -210,8 +211,12 @@ class SavingMixin:
         unchecked = {"name_or_path"} | ({"num_labels"} if prompt.get("label_words") else set())
         for key, value in saved.get("base_model", {}).items():
             if key not in unchecked and mine.get(key) != value:
+                # a base resized for added tokens before the prompt was built: the recorded base is not resized
+                resized = (f" (resized after tokenizer.add_tokens: base.resize_token_embeddings({value}), then "
+                           f"from_pretrained(base, '{directory}', tokenizer))"
+                           if key == "vocab_size" and isinstance(value, int) and value > (mine.get(key) or 0) else "")
                 raise ValueError(f"'{directory}' was saved for another base model ({key} {value!r}, this model has "
-                                 f"{mine.get(key)!r}): load it onto the model it was trained on")
+                                 f"{mine.get(key)!r}): load it onto the model it was trained on{resized}")
         if tokenizer is None:
             tokenizer = _saved_tokenizer(directory, saved.get("tokenizer") or {}, model)
         check_against_record(tokenizer, saved.get("tokenizer"), directory)

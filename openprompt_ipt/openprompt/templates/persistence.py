@@ -13,7 +13,8 @@ import torch
 from openprompt.prompt_base import Template
 
 from ...generators import (IDPGGenerator, InstancePromptGenerator, cannot_rebuild, check_exported_tables,
-                           exported_tables, exports_in_weights, rebuilding_saved, tokenizer_fingerprint)
+                           exported_tables, exports_in_weights, rebuilding_saved, tokenization_fingerprint,
+                           tokenizer_fingerprint)
 from ...prompting.device import backbone_device, place_beside
 from ...prompting.examples import text_fields_filled
 from ...prompting.replicas import shares_state_across_replicas
@@ -171,16 +172,37 @@ class TrainedTemplateMixin:
         return sum(p.numel() for n, p in self.named_parameters() if p.requires_grad and not n.startswith("raw_embedding"))
 
     def _remember_backbone(self, model) -> None:
-        """The templates call it in ``__init__``: the backbone's shape, for ``save_pretrained``'s record."""
+        """The templates call it in ``__init__``: the backbone's shape, for ``save_pretrained``'s record, and the
+        PLM's vocabulary the prompt is made for (``_check_vocabulary``)."""
         cfg = model.config
         self.__dict__["_backbone"] = {"name_or_path": getattr(cfg, "_name_or_path", "") or "",
                                       **{key: getattr(cfg, key, None) for key in BACKBONE_KEYS}}
+        rows, size = self.raw_embedding.weight.shape[0], len(self.tokenizer)
+        if size > rows:  # ids past the PLM's table: an IndexError inside the first batch's lookups (CUDA: an assert)
+            name = getattr(self.tokenizer, "name_or_path", "") or "the tokenizer"
+            raise ValueError(f"tokenizer '{name}' has {size} tokens but the PLM's input embeddings have {rows} rows: "
+                             "after tokenizer.add_tokens(...), resize the PLM first, "
+                             "plm.resize_token_embeddings(len(tokenizer)), then build the template (or pass the PLM's "
+                             "own tokenizer)")
+        self.__dict__["_vocab_rows"] = rows
+
+    def _check_vocabulary(self) -> None:
+        """The templates call it at the start of ``process_batch``: a PLM resized after the template was built
+        (``plm.resize_token_embeddings``) gave the first new id IPT's pad row (another prompt, silently) and the next
+        an IndexError inside the table (CUDA: a device-side assert); refused before any lookup."""
+        built, now = self.__dict__.get("_vocab_rows"), self.raw_embedding.weight.shape[0]
+        if built is not None and now != built:
+            raise ValueError(f"the PLM's vocabulary changed from {built} to {now} tokens after the template was built "
+                             "(plm.resize_token_embeddings after it), and the prompt's tables are for "
+                             f"{built}: resize the PLM first, plm.resize_token_embeddings(len(tokenizer)), then build "
+                             "the template")
 
     def saved_with(self) -> dict:
         tokenizer = self.tokenizer
         saved = [n for n, p in self.named_parameters() if p.requires_grad and not n.startswith("raw_embedding")]
         return {"tokenizer": {"name_or_path": getattr(tokenizer, "name_or_path", "") or "", "size": len(tokenizer),
-                              "fingerprint": tokenizer_fingerprint(tokenizer)},
+                              "fingerprint": tokenizer_fingerprint(tokenizer),
+                              "tokenization": tokenization_fingerprint(tokenizer)},
                 "backbone": self.__dict__.get("_backbone", {}), "exported_tables": exported_tables(self),
                 "exports_in_weights": exports_in_weights(self, saved)}
 
@@ -190,6 +212,7 @@ class TrainedTemplateMixin:
         check_saved_with(directory, self, model)
 
     def save_pretrained(self, directory: str) -> None:
+        self._check_vocabulary()  # a PLM resized since the template was built: a folder that would load nowhere
         save_trainable(self, directory, WEIGHTS_FILE, CONFIG_FILE, {**self.init_config, SAVED_WITH: self.saved_with()},
                        skip=SKIPPED)
 
@@ -249,6 +272,13 @@ def _check_backbone(record: dict, model, tokenizer, directory: str) -> None:
                          f"tokens) and {given} ({len(tokenizer)} tokens) has another vocabulary: the prompt reads "
                          "its table by token id, so it would change; load it with the backbone and tokenizer it was "
                          "trained with")
+    mine = tokenization_fingerprint(tokenizer)
+    if saved.get("tokenization") and mine and saved["tokenization"] != mine:  # the same vocabulary, normalised otherwise
+        given = getattr(tokenizer, "name_or_path", "") or "the given tokenizer"
+        raise ValueError(f"'{directory}' was saved with tokenizer '{saved.get('name_or_path')}' and '{given}' has its "
+                         "vocabulary but tokenizes the same text into other ids (do_lower_case, strip_accents or "
+                         "add_prefix_space differ): the prompt reads its table by token id, so it would change; load it "
+                         "with the tokenizer it was trained with")
     backbone, cfg = record.get("backbone") or {}, model.config
     for key in BACKBONE_KEYS:
         if backbone.get(key) is not None and backbone[key] != getattr(cfg, key, None):
