@@ -15,6 +15,7 @@ import yaml
 from .defaults import DEFAULTS, PROTOCOLS, SELECTIONS, flat_keys  # noqa: F401  (re-exported)
 from .defaults import nearest_or_valid as _nearest
 from .openprompt_schema import looks_like_openprompt, to_ours
+from .run_dirs import RUN_COMMAND
 from .peer_config import check_peer  # no torch, no peer library: those load when a run builds the peer
 from .schema import check_sweep_values, check_values
 
@@ -202,15 +203,16 @@ def read_yaml_with_overrides(path: str, overrides: Iterable[str] = (), hint: str
 
 
 def load_config(path: str, overrides: Iterable[str] = (), notes: List[str] | None = None,
-                unused: List[str] | None = None) -> Dict:
+                unused: List[str] | None = None, run_command: str = RUN_COMMAND) -> Dict:
     """Our schema, or OpenPrompt's experiment schema mapped onto it (``runner/openprompt_schema.py``;
     ``notes`` collects what that mapping kept without effect). ``unused`` collects a line for each key the
-    YAML or --set wrote that this setup never reads (``runner/unused.py``: ``train.lr_plm`` with a frozen PLM)."""
+    YAML or --set wrote that this setup never reads (``runner/unused.py``: ``train.lr_plm`` with a frozen PLM).
+    ``run_command``: what the user ran, for the notes that name it."""
     import os
 
     raw = read_yaml_with_overrides(path, overrides, expect="experiment")
     if looks_like_openprompt(raw):
-        raw, said = to_ours(raw, base_dir=os.path.dirname(os.path.abspath(path)))
+        raw, said = to_ours(raw, base_dir=os.path.dirname(os.path.abspath(path)), run_command=run_command)
         if notes is not None:
             notes.extend(said)
     template_name = raw.get("template", DEFAULTS["template"])
