@@ -132,3 +132,16 @@ def test_experiments_analysis_scripts_name_the_clones_run_script(tmp_path, capsy
     assert load_script("sts_cosine").main(["--run", str(run_dir), "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err
     assert "finish it with the same experiments/run.py command + --resume" in err, err
+
+
+@pytest.mark.parametrize("ran, categories, ppt", [
+    (console, "openprompt-ipt pretrain categories", "openprompt-ipt pretrain ppt"),
+    (script, "python experiments/pretrain_categories.py", "python experiments/pretrain_ppt.py")], ids=["console", "script"])
+def test_a_pretraining_config_given_to_run_names_the_pretrain_command_the_user_runs(ran, categories, ppt, capsys):
+    """`python experiments/run.py --config yamls/pretrain_lstm.yaml` was told to run `openprompt-ipt pretrain ...`."""
+    assert ran("--config", "pretrain_lstm.yaml") == 2
+    assert f"not an experiment config: run it with {categories} --config " in capsys.readouterr().err
+    assert ran("--config", "pretrain_ppt.yaml") == 2
+    assert f"not an experiment config: run it with {ppt} --config " in capsys.readouterr().err
+    assert ran("--config", "corpus_13cat.yaml") == 2
+    assert f"run one, e.g. {categories} --config pretrain_textcnn.yaml" in capsys.readouterr().err
