@@ -136,7 +136,8 @@ def test_experiments_analysis_scripts_name_the_clones_run_script(tmp_path, capsy
 
 @pytest.mark.parametrize("ran, categories, ppt", [
     (console, "openprompt-ipt pretrain categories", "openprompt-ipt pretrain ppt"),
-    (script, "python experiments/pretrain_categories.py", "python experiments/pretrain_ppt.py")], ids=["console", "script"])
+    (script, "python experiments/pretrain_categories.py", "python experiments/pretrain_ppt.py")],
+    ids=["console", "script"])
 def test_a_pretraining_config_given_to_run_names_the_pretrain_command_the_user_runs(ran, categories, ppt, capsys):
     """`python experiments/run.py --config yamls/pretrain_lstm.yaml` was told to run `openprompt-ipt pretrain ...`."""
     assert ran("--config", "pretrain_lstm.yaml") == 2
@@ -145,3 +146,20 @@ def test_a_pretraining_config_given_to_run_names_the_pretrain_command_the_user_r
     assert f"not an experiment config: run it with {ppt} --config " in capsys.readouterr().err
     assert ran("--config", "corpus_13cat.yaml") == 2
     assert f"run one, e.g. {categories} --config pretrain_textcnn.yaml" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("way", ["console", "script"])
+def test_an_experiment_config_given_to_pretrain_names_the_run_command_the_user_runs(way, capsys):
+    """`python experiments/pretrain_categories.py --config yamls/cb_random_ipt.yaml` was told to run it with
+    `openprompt-ipt run`; the console command still is."""
+    from openprompt_ipt.commands import main
+
+    for kind in ("categories", "ppt"):
+        if way == "console":
+            code, run = main(["pretrain", kind, "--config", "cb_random_ipt.yaml"]), "openprompt-ipt run"
+        else:
+            code = load_script(f"pretrain_{kind}").main(["--config", "cb_random_ipt.yaml"])
+            run = "python experiments/run.py"
+        what = "category-pretraining" if kind == "categories" else "PPT pre-training"
+        assert code == 2
+        assert f"not a {what} config: run it with {run} --config " in capsys.readouterr().err
