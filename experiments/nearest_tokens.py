@@ -23,6 +23,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import openprompt_ipt  # noqa: E402,F401  (compat shims before openprompt)
 from openprompt_ipt.analysis.nearest_tokens import format_markdown, nearest_tokens_for_run  # noqa: E402
 from openprompt_ipt.commands.predict import check_output  # noqa: E402
+from openprompt_ipt.commands.prog import sibling  # noqa: E402
 from openprompt_ipt.runner.predict import load_run, read_jsonl  # noqa: E402
 from openprompt_ipt.serialization import emit_text  # noqa: E402
 
@@ -100,7 +101,9 @@ def main(argv=None) -> int:
         if args.max_examples:
             rows = rows[:args.max_examples]
         with quiet_loading():
-            report = nearest_tokens_for_run(load_run(args.run, device=args.device), rows, top_k=args.top_k)
+            trains = sibling(argv, p.prog, "nearest_tokens", "run")  # experiments/run.py, beside this script
+            predictor = load_run(args.run, device=args.device, run_command=trains)
+            report = nearest_tokens_for_run(predictor, rows, top_k=args.top_k)
         as_json = bool(args.output) and args.output.lower().endswith(".json")
         text = json.dumps(report, indent=2, ensure_ascii=False) + "\n" if as_json else format_markdown(report)
         emit_text(text, args.output, f"{len(report['examples'])} examples", args.overwrite)  # another's: kept

@@ -37,12 +37,13 @@ def main(argv=None) -> int:
         from openprompt_ipt.data.prepare import data_source
         from openprompt_ipt.runner.plm import load_backbone
         from openprompt_ipt.runner.plotting import check_stem, write_table_and_plot
+        from openprompt_ipt.commands.prog import sibling
         from openprompt_ipt.runner.predict import load_run
 
         check_stem(args.out, overwrite=args.overwrite)  # before the run and both encoders: seconds, not minutes
         if args.max_pairs is not None and args.max_pairs < 1:
             raise ValueError(f"--max-pairs {args.max_pairs} must be at least 1 (leave it out for every dev pair)")
-        predictor = load_run(args.run)
+        predictor = load_run(args.run, run_command=sibling(argv, p.prog, "sts_cosine", "run"))  # experiments/run.py
         task = predictor.task
         if not task.regression or task.score_range != (0.0, 5.0):
             raise ValueError(f"--run trained on {task.name}: the analysis reads STS-B pairs and their 0-5 scores "

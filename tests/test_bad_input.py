@@ -68,8 +68,9 @@ def test_a_missing_roberta_large_export_names_the_pretraining_command(bert, sect
     message = str(err.value)
     assert missing in message and "\n" not in message
     name = "lstm" if section == "encoder_path" else "textcnn"
-    assert (f"run the pretraining first: python experiments/pretrain_categories.py --config yamls/pretrain_{name}.yaml "
-            "--set plm.model_path=roberta-large") in message
+    assert (f"run the pretraining first: openprompt-ipt pretrain categories --config pretrain_{name}.yaml "
+            "--set plm.model_path=roberta-large (in a clone also: python experiments/pretrain_categories.py, "
+            "same options)") in message
 
 
 # ---------------------------------------------------------------- predict: rows with no usable text (issue #32 item 4)

@@ -92,3 +92,38 @@ def test_several_gpus_with_a_template_data_parallel_breaks_is_one_line(tiny_mode
     assert rc == 2 and err[-1].startswith("error: GeneratedPrefixTemplate (generator 'ipt_random', injection 'kv') "
                                           "does not run under nn.DataParallel"), err[-3:]
     assert "environment.num_gpus: 1, or CUDA_VISIBLE_DEVICES=0" in err[-1]
+
+
+def test_a_max_seq_length_without_room_for_the_prompt_is_one_line_before_the_loaders(tiny_model_dir, tmp_path,
+                                                                                      monkeypatch, capsys):
+    """dataloader.max_seq_length = the model's positions (128 here) with a 16 + 4 token prompt at the input layer:
+    OpenPrompt's PromptDataLoader pads every example to 128, so every batch was refused at the first training
+    forward, after the loaders tokenized every split. Now one line naming the key and the number, before them."""
+    import openprompt
+    from openprompt_ipt.openprompt import cli
+
+    built = []
+    monkeypatch.setattr(openprompt, "PromptDataLoader", lambda *a, **k: built.append(1))
+    write_task(tmp_path / "assets", "cb")
+    argv = ["--config_yaml", YAML, "--data-root", str(tmp_path / "assets"), "--plm.model_path", tiny_model_dir,
+            "--train.num_epochs", "1", "--logging.path_base", str(tmp_path / "logs"), "--environment.num_gpus", "0",
+            "--dataloader.max_seq_length", "128"]
+    assert cli.main(argv) == 2
+    err = [line for line in capsys.readouterr().err.splitlines() if "error" in line.lower() or "Traceback" in line]
+    assert err == ["error: dataloader.max_seq_length = 128 + the template's 20 prompt positions exceed the model's 128 "
+                   "positions (OpenPrompt pads every example to max_seq_length): set dataloader.max_seq_length <= 108 "
+                   "(--dataloader.max_seq_length 108)"]
+    assert not built  # refused before any loader tokenized a split
+
+
+def test_room_check_allows_exactly_positions_minus_the_prompt():
+    from types import SimpleNamespace
+
+    from openprompt_ipt.openprompt.cli import check_room
+
+    template = SimpleNamespace(n_prefix=20, position_limit=128)
+    check_room(SimpleNamespace(dataloader=SimpleNamespace(max_seq_length=108)), template)
+    with pytest.raises(ValueError, match=r"set dataloader\.max_seq_length <= 108"):
+        check_room(SimpleNamespace(dataloader=SimpleNamespace(max_seq_length=109)), template)
+    check_room(SimpleNamespace(dataloader=SimpleNamespace(max_seq_length=512)), SimpleNamespace(n_prefix=0,
+                                                                                                 position_limit=128))

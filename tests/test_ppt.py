@@ -117,7 +117,8 @@ def test_export_resume_and_init_prompt_from(tmp_path, tiny_model_dir, monkeypatc
     longer = {**run, "instance_wise": {**run["instance_wise"], "task_prompt_length": 5}, "init_prompt_from": out}
     with pytest.raises(ValueError, match=r"task_prompt of shape \(3, 32\) but this template's is \(5, 32\).*re-export"):
         run_experiment(longer, show_progress=False)
-    with pytest.raises(FileNotFoundError, match="is not a finished PPT export .* experiments/pretrain_ppt.py"):
+    with pytest.raises(FileNotFoundError,
+                       match="is not a finished PPT export .*: run openprompt-ipt pretrain ppt --config pretrain_ppt.yaml "):
         run_experiment({**run, "init_prompt_from": str(tmp_path)}, show_progress=False)
 
 
@@ -135,7 +136,7 @@ def test_export_for_another_tokenizer_is_refused(tmp_path, tiny_model_dir):  # n
     run = tiny_cfg(str(tmp_path / "roberta"), write_cb(tmp_path / "CB"), epochs=1)
     run["instance_wise"] = {**run["instance_wise"], "strategy": "none", "task_prompt_length": 3}
     with pytest.raises(ValueError, match="for backbone .* but this run's tokenizer is another .* re-export with "
-                                         "python experiments/pretrain_ppt.py") as err:
+                                         "openprompt-ipt pretrain ppt --config pretrain_ppt.yaml") as err:
         run_experiment({**run, "init_prompt_from": str(tmp_path / "bert_ppt")}, show_progress=False)
     assert "\n" not in str(err.value)
 

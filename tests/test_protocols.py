@@ -508,7 +508,7 @@ def test_a_seed_group_says_when_its_summary_drops_earlier_seeds(tmp_path, capsys
     run_seeds(cfg, "sw", str(tmp_path / "runs"), [4], str(tmp_path), train_fn=fake_train([]), show_progress=False)
     out = capsys.readouterr().out
     assert (f"note: {top / 'summary.json'} summarised seeds 1, 2, 3; it now summarises this command's seeds 4 "
-            f"(seeds 1, 2, 3 left out): python experiments/aggregate.py {top} averages every seed") in out
+            f"(seeds 1, 2, 3 left out): openprompt-ipt aggregate {top} averages every seed") in out
     assert json.loads((top / "summary.json").read_text())["seeds"] == [4]
     assert "(n=4)" in aggregate([str(top)])["results.md"]
 

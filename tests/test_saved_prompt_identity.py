@@ -200,8 +200,9 @@ def test_encoder_export_of_another_vocabulary_is_refused(bert, tiny_dir, tmp_pat
     write_encoder_export(fresh, export, meta)
     with pytest.raises(ValueError, match=r"encoder_path '.*textcnn-other' was pretrained on the vocabulary of "
                                          r"'other_bert' but this template's tokenizer '.*bert' has another .*: "
-                                         r"python experiments/pretrain_categories.py --config yamls/pretrain_textcnn.yaml "
-                                         r"--set plm.model_path=<this backbone>") as e:
+                                         r"openprompt-ipt pretrain categories --config pretrain_textcnn.yaml "
+                                         r"--set plm.model_path=<this backbone> \(in a clone also: python "
+                                         r"experiments/pretrain_categories.py, same options\)") as e:
         InstanceWiseTemplate(model, tok, text='{"placeholder":"text_a"} {"mask"}', strategy="encoder",
                              prompt_length=2, encoder_hidden=8, encoder_path=str(export))
     assert "\n" not in str(e.value)
@@ -289,8 +290,8 @@ def test_a_cut_short_ppt_export_is_one_line_naming_it(tmp_path):
     path = export / PROMPT_FILE
     save_file({"task_prompt": torch.randn(4, 32)}, str(path), metadata={"format": "openprompt_ipt.ppt_prompt"})
     path.write_bytes(path.read_bytes()[:40])
-    with pytest.raises(DamagedFile, match=rf"file '{path}' is damaged or truncated .*: run python "
-                                          r"experiments/pretrain_ppt.py .* --overwrite") as e:
+    with pytest.raises(DamagedFile, match=rf"file '{path}' is damaged or truncated .*: run openprompt-ipt "
+                                          r"pretrain ppt .* --overwrite") as e:
         init_prompt_from(None, {"init_prompt_from": str(export)}, None)
     assert "\n" not in str(e.value)
 

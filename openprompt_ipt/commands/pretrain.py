@@ -31,11 +31,18 @@ def _config(args) -> str:
     return find_config(args.config, config_search_dirs())  # a bare shipped name works from any directory
 
 
+def _trains(args, command: str) -> str:
+    """What trains a run where the user ran ``command`` (``openprompt-ipt run``, or a clone's experiments/run.py)."""
+    from .prog import sibling
+
+    return sibling(getattr(args, "argv", None), getattr(args, "prog", None), command, "run")
+
+
 def run_categories(args: argparse.Namespace) -> str:
     from ..pretraining.config import load_pretrain_config
     from ..pretraining.pipeline import format_metrics, run_pretraining
 
-    cfg = load_pretrain_config(_config(args), args.overrides)
+    cfg = load_pretrain_config(_config(args), args.overrides, _trains(args, "pretrain_categories"))
     return format_metrics(run_pretraining(cfg, args.data_root, args.output_dir, overwrite=args.overwrite,
                                           resume=args.resume, show_progress=not args.quiet))
 
@@ -43,7 +50,7 @@ def run_categories(args: argparse.Namespace) -> str:
 def run_ppt(args: argparse.Namespace) -> str:
     from ..pretraining.ppt import format_info, load_ppt_config, run_ppt as run
 
-    cfg = load_ppt_config(_config(args), args.overrides)
+    cfg = load_ppt_config(_config(args), args.overrides, _trains(args, "pretrain_ppt"))
     return format_info(run(cfg, args.data_root, args.output_dir, overwrite=args.overwrite,
                            resume=args.resume, show_progress=not args.quiet))
 

@@ -15,7 +15,7 @@ import sys
 from ..config_files import config_search_dirs
 from ..runner.config import find_config, load_config
 from ..runner.schema import ConfigValueError, check_value
-from ..runner.run_dirs import check_output_folder
+from ..runner.run_dirs import check_output_folder, command_beside
 
 
 def parse_seeds(text):
@@ -31,10 +31,12 @@ def parse_seeds(text):
         raise argparse.ArgumentTypeError(f"--seeds {text}: {e}")
 
 
-def training(run=None, resume: bool = False):
+def training(run=None, resume: bool = False, run_command: str = None):
     """The train_fn of ``run_seeds`` around ``run`` (default ``run_experiment``, or a peer's, e.g. PEFT's);
     with --resume each run (seed / sweep point / fold) continues from its own newest checkpoint, keeps its
-    result when it finished (same config required), or starts from scratch, and says which in one line."""
+    result when it finished (same config required), or starts from scratch, and says which in one line.
+    ``run_command``: what the user ran, for the messages of the run (``init_from``'s); ``run`` then takes it as a
+    keyword."""
     if run is None:
         from openprompt_ipt.runner.experiment import run_experiment as run
 
@@ -59,13 +61,14 @@ def training(run=None, resume: bool = False):
         again = resume and bool(output_dir) and latest_checkpoint(output_dir) is not None
         if resume and output_dir and not again and main:
             print(f"resume: nothing to resume in {output_dir} (no checkpoint): training from the start", flush=True)
-        return run(cfg, None, output_dir, show_progress=show_progress, splits=splits.as_tuple(), resume=again)
+        named = {"run_command": run_command} if run_command else {}
+        return run(cfg, None, output_dir, show_progress=show_progress, splits=splits.as_tuple(), resume=again, **named)
     return train
 
 
 def _script_name(argv, prog=None) -> str:
-    """What the user ran, for the --resume line: experiments/run.py (or a peer runner) in a clone, else the console
-    command ``openprompt-ipt run``."""
+    """What the user ran, for the --resume line and the runner's messages: experiments/run.py (or a peer runner) in a
+    clone, else the console command ``openprompt-ipt run``."""
     from .prog import invoked_as
 
     return invoked_as(argv, prog, "run")
@@ -135,7 +138,8 @@ def _main(argv=None, parser=None, run_for=None) -> int:
         if int(os.environ.get("RANK", "0")) == 0:  # at once: checking the config loads torch and OpenPrompt (seconds)
             print(start_line(path, args.seeds), flush=True)
         notes, unused = [], []
-        cfg = load_config(args.config, args.overrides, notes, unused)
+        ran = _script_name(argv, parser.prog)  # messages name the command the user ran
+        cfg = load_config(args.config, args.overrides, notes, unused, run_command=ran)
         for note in notes:
             print(f"note (OpenPrompt schema): {note}")
         for note in unused if int(os.environ.get("RANK", "0")) == 0 else ():  # keys this setup never reads
@@ -156,13 +160,12 @@ def _main(argv=None, parser=None, run_for=None) -> int:
             raise FileNotFoundError(f"--resume: no runs of '{name}' under '{out}' (train without --resume first)")
         with quiet_libraries(args.quiet), sigterm_interrupts():  # 🤗 datasets' / transformers' own bars too
             summary = run_seeds(cfg, name, out, args.seeds, args.data_root, show_progress=not args.quiet,
-                                train_fn=training(run_for(args) if run_for else None, args.resume),
-                                resume=args.resume, overwrite=args.overwrite, notes=unused)
+                                train_fn=training(run_for(args) if run_for else None, args.resume, ran),
+                                resume=args.resume, overwrite=args.overwrite, notes=unused, run_command=ran)
     except KeyboardInterrupt as e:  # Ctrl-C or SIGTERM (a scheduler's pre-emption): one line, not a traceback
         if int(os.environ.get("RANK", "0")) == 0:
-            script = _script_name(argv, parser.prog)
             argv = list(sys.argv[1:] if argv is None else argv)
-            print(interrupted_line(os.path.join(out, name), script, argv), file=sys.stderr, flush=True)
+            print(interrupted_line(os.path.join(out, name), ran, argv), file=sys.stderr, flush=True)
         return interrupted_exit_code(e)  # 130, or 143 for SIGTERM: what a scheduler expects
     except (ValueError, FileNotFoundError, KeyError, ImportError, FloatingPointError) as e:  # DamagedFile, RunDirExists too
         lines = e.lines + [e.summary] if hasattr(e, "lines") else [e.args[0] if isinstance(e, KeyError) and e.args else e]
@@ -174,7 +177,8 @@ def _main(argv=None, parser=None, run_for=None) -> int:
     if len(summary["results"]) == 1 and not cfg["sweep"]:
         result = summary["results"][0]
         print(format_result(result))
-        print(format_run_summary(result, os.path.join(out, name, f"seed{(args.seeds or [cfg['seed']])[0]}")))
+        print(format_run_summary(result, os.path.join(out, name, f"seed{(args.seeds or [cfg['seed']])[0]}"),
+                                 command_beside(ran, "predict")))
     else:
         print(format_summary(summary))
     print(f"run directory: {os.path.join(out, name)}")

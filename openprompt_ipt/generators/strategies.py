@@ -66,8 +66,10 @@ class PretrainedIPT(RandomIPT):
     def __init__(self, vocab_size: int, hidden_size: int, prompt_length: int, pretrained_path: str = None,
                  tokenizer_vocab: Optional[int] = None, tokenizer=None, **kwargs):
         if not pretrained_path:
+            from .encoder_io import IN_A_CLONE, PRETRAIN
+
             raise ValueError("strategy 'pretrained' needs pretrained_path: the .safetensors table exported by "
-                             "experiments/pretrain_categories.py")
+                             f"{PRETRAIN} {IN_A_CLONE}")
         saved = _saved_export("pretrained_path", pretrained_path)
         if saved is not None:  # rebuilt to receive saved weights that hold the trained table: only its width is needed
             weight, metadata, kwargs["table_dim"] = None, {}, int(saved["table_dim"])

@@ -165,7 +165,7 @@ def load_table(path: str, vocab_size: int, hidden_size: int, tokenizer_vocab: Op
     from safetensors import safe_open
 
     from ..serialization import check_safetensors
-    from .encoder_io import pretraining_hint, refuse_unfinished, rerun_hint
+    from .encoder_io import pretrain_command, pretraining_hint, refuse_unfinished, rerun_hint
 
     refuse_unfinished(path, "pretrained_path")
     if os.path.isdir(path):  # the export folder (as encoder_path takes it) rather than its table file
@@ -192,7 +192,7 @@ def load_table(path: str, vocab_size: int, hidden_size: int, tokenizer_vocab: Op
         raise ValueError(
             f"pretrained table '{path}' was exported for tokenizer '{metadata.get('tokenizer', '?')}' but this template's "
             f"tokenizer '{mine}' has a different vocabulary (fingerprint {saved} != {tokenizer_fingerprint(tokenizer)}): "
-            "re-export it with experiments/pretrain_categories.py --set plm.model_path=<this PLM>")
+            "re-export it: " + pretrain_command("--config pretrain_<encoder>.yaml --set plm.model_path=<this PLM>"))
     if dim > hidden_size:
         raise ValueError(f"pretrained table '{path}' is {dim}-d, wider than the PLM hidden size {hidden_size}: "
                          "export it with --dim <= hidden size")

@@ -184,6 +184,20 @@ def load_examples(yaml_path: str, data_root: Optional[str], config):
     return load_task(cfg, root, source)
 
 
+def check_room(config, template) -> None:
+    """OpenPrompt's ``PromptDataLoader`` pads every example to ``dataloader.max_seq_length``, and a template with k
+    numbered prompt positions (``n_prefix``: input-layer prompts, kv prefixes unless ``prefix_positions: keep``)
+    puts them before the text: with ``max_seq_length + k`` over the model's
+    positions every batch was refused at the first training forward, after the data and the model were set up.
+    One line before the loaders (our runner keeps that room itself: ``min(max_seq_length, positions - k)``)."""
+    k, limit = int(getattr(template, "n_prefix", 0) or 0), getattr(template, "position_limit", None)
+    length = config.dataloader.max_seq_length
+    if k and limit is not None and length is not None and int(length) + k > int(limit):
+        raise ValueError(f"dataloader.max_seq_length = {length} + the template's {k} prompt positions exceed the model's "
+                         f"{limit} positions (OpenPrompt pads every example to max_seq_length): set "
+                         f"dataloader.max_seq_length <= {limit - k} (--dataloader.max_seq_length {limit - k})")
+
+
 def build_runner(config, exp_path, labels, train, dev, test):
     from openprompt import PromptDataLoader, PromptForClassification
     from openprompt.prompts import load_template, load_verbalizer
@@ -197,6 +211,7 @@ def build_runner(config, exp_path, labels, train, dev, test):
     refusal = getattr(template, "data_parallel_refusal", lambda: "")()
     if config.environment.num_gpus > 1 and not config.environment.model_parallel and refusal:
         raise ValueError(refusal)  # its runner's nn.DataParallel: one line now, not at the first batch
+    check_room(config, template)  # before the loaders tokenize every split and the runner trains
     verbalizer = load_verbalizer(config=config, model=plm, tokenizer=tokenizer, plm_config=plm_config, classes=labels)
     model = PromptForClassification(plm, template, verbalizer, freeze_plm=config.plm.optimize.freeze_para)
 

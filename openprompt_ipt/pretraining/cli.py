@@ -21,6 +21,7 @@ def run_pretraining_cli(argv: Optional[List[str]], doc: str, config_help: str, s
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     args = p.parse_args(argv)
+    args.argv, args.prog = argv, p.prog  # what the user ran: ``run`` names commands as they run them
     from ..training.run_dir import held, release
 
     before = set(held())

@@ -6,6 +6,7 @@ import os
 from typing import Dict, Iterable
 
 from ..runner.config import merge_config, read_yaml_with_overrides
+from ..runner.run_dirs import RUN_COMMAND
 
 DEFAULTS: Dict = {
     "name": "textcnn",          # export folder: exports/<name>-<backbone>
@@ -23,8 +24,10 @@ EMBEDDING_INITS = ("plm", "random")
 POOLINGS = ("max", "mean")  # the classifier's token poolings (here, import-light, for the early check)
 
 
-def load_pretrain_config(path: str, overrides: Iterable[str] = ()) -> Dict:
-    raw = read_yaml_with_overrides(path, overrides, hint=" (see yamls/pretrain_textcnn.yaml)", expect="categories")
+def load_pretrain_config(path: str, overrides: Iterable[str] = (), run_command: str = RUN_COMMAND) -> Dict:
+    """``run_command``: what trains a run where the user is (an experiment config given here names it)."""
+    raw = read_yaml_with_overrides(path, overrides, hint=" (see yamls/pretrain_textcnn.yaml)", expect="categories",
+                                   run_command=run_command)
     return validate(merge_config(DEFAULTS, raw, "", {}))
 
 

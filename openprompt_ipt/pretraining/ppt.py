@@ -26,6 +26,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from ..runner.config import load_config, merge_config, read_yaml_with_overrides
 from ..runner.init_prompt import FORMAT, PROMPT_FILE
+from ..runner.run_dirs import RUN_COMMAND
 from ..runner.schema import PPT, check_values
 from ..serialization import iter_jsonl, write_text_atomic
 
@@ -50,8 +51,10 @@ DEFAULTS: Dict = {
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])")
 
 
-def load_ppt_config(path: str, overrides: Sequence[str] = ()) -> Dict:
-    raw = read_yaml_with_overrides(path, overrides, hint=" (see yamls/pretrain_ppt.yaml)", expect="ppt")
+def load_ppt_config(path: str, overrides: Sequence[str] = (), run_command: str = RUN_COMMAND) -> Dict:
+    """``run_command``: what trains a run where the user is (another kind of config given here names it)."""
+    raw = read_yaml_with_overrides(path, overrides, hint=" (see yamls/pretrain_ppt.yaml)", expect="ppt",
+                                   run_command=run_command)
     cfg = merge_config(DEFAULTS, raw, "", {})
     check_values(cfg, schema=PPT)  # types and ranges: one table in runner/schema.py
     split_sizes(cfg["corpus"])

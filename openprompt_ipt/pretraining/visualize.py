@@ -20,8 +20,10 @@ REPRESENTATIONS = {
 def read_heldout(export_dir: str, n: int, seed: int):
     path = os.path.join(export_dir, "heldout_test.jsonl")
     if not os.path.isfile(os.path.join(export_dir, "DONE")) or not os.path.isfile(path):
+        from ..generators.encoder_io import IN_A_CLONE, PRETRAIN
+
         raise FileNotFoundError(f"'{export_dir}' is not a finished export with heldout_test.jsonl: run "
-                                "experiments/pretrain_categories.py first")
+                                f"{PRETRAIN} {IN_A_CLONE} first")
     with open(path) as f:
         rows = [json.loads(line) for line in f]
     rng = np.random.default_rng(seed)

@@ -15,6 +15,7 @@ import yaml
 from .defaults import DEFAULTS, PROTOCOLS, SELECTIONS, flat_keys  # noqa: F401  (re-exported)
 from .defaults import nearest_or_valid as _nearest
 from .openprompt_schema import looks_like_openprompt, to_ours
+from .run_dirs import RUN_COMMAND, command_beside
 from .peer_config import check_peer  # no torch, no peer library: those load when a run builds the peer
 from .schema import check_sweep_values, check_values
 
@@ -159,12 +160,13 @@ def read_config_file(path: str, hint: str = "") -> Dict:
     return raw
 
 
-# the four kinds of shipped YAML (``openprompt-ipt list`` shows them all), by the keys only that kind has
-KINDS = {"experiment": ("an experiment config", "run it with openprompt-ipt run --config {}"),
-         "categories": ("a category-pretraining config", "run it with openprompt-ipt pretrain categories --config {}"),
-         "ppt": ("a PPT pre-training config", "run it with openprompt-ipt pretrain ppt --config {}"),
+# the four kinds of shipped YAML (``openprompt-ipt list`` shows them all), by the keys only that kind has; {run},
+# {categories}, {ppt}: those commands as the user runs them (``read_yaml_with_overrides``' run_command)
+KINDS = {"experiment": ("an experiment config", "run it with {run} --config {path}"),
+         "categories": ("a category-pretraining config", "run it with {categories} --config {path}"),
+         "ppt": ("a PPT pre-training config", "run it with {ppt} --config {path}"),
          "corpus": ("a pretraining corpus mapping", "a category-pretraining config reads it (corpus.mapping): run one, "
-                    "e.g. openprompt-ipt pretrain categories --config pretrain_textcnn.yaml")}
+                    "e.g. {categories} --config pretrain_textcnn.yaml")}
 
 
 def config_kind(raw: Dict) -> str | None:
@@ -181,15 +183,19 @@ def config_kind(raw: Dict) -> str | None:
     return None
 
 
-def read_yaml_with_overrides(path: str, overrides: Iterable[str] = (), hint: str = "", expect: str = "") -> Dict:
+def read_yaml_with_overrides(path: str, overrides: Iterable[str] = (), hint: str = "", expect: str = "",
+                             run_command: str = RUN_COMMAND) -> Dict:
     """The YAML at ``path`` with ``section.key=value`` overrides applied (values parsed as YAML). ``expect``
     (a ``KINDS`` name): a YAML of another kind (a pretraining config given to ``run``) is one line naming
-    the command that runs it; it was 'unknown config key' for the other kind's first key."""
+    the command that runs it (as the user runs them: ``run_command``, what trains a run where they are); it was
+    'unknown config key' for the other kind's first key."""
     raw = read_config_file(path, hint)
     kind = config_kind(raw)
     if expect and kind and kind != expect:
+        commands = {name: command_beside(run_command, other) for name, other in
+                    (("run", "run"), ("categories", "pretrain categories"), ("ppt", "pretrain ppt"))}
         raise ConfigFileError(f"config file '{path}' is {KINDS[kind][0]}, not {KINDS[expect][0]}: "
-                              f"{KINDS[kind][1].format(path)}")
+                              + KINDS[kind][1].format(path=path, **commands))
     for item in overrides:
         keys, value = parse_override(item)
         node = raw
@@ -202,15 +208,16 @@ def read_yaml_with_overrides(path: str, overrides: Iterable[str] = (), hint: str
 
 
 def load_config(path: str, overrides: Iterable[str] = (), notes: List[str] | None = None,
-                unused: List[str] | None = None) -> Dict:
+                unused: List[str] | None = None, run_command: str = RUN_COMMAND) -> Dict:
     """Our schema, or OpenPrompt's experiment schema mapped onto it (``runner/openprompt_schema.py``;
     ``notes`` collects what that mapping kept without effect). ``unused`` collects a line for each key the
-    YAML or --set wrote that this setup never reads (``runner/unused.py``: ``train.lr_plm`` with a frozen PLM)."""
+    YAML or --set wrote that this setup never reads (``runner/unused.py``: ``train.lr_plm`` with a frozen PLM).
+    ``run_command``: what the user ran, for the notes that name it."""
     import os
 
-    raw = read_yaml_with_overrides(path, overrides, expect="experiment")
+    raw = read_yaml_with_overrides(path, overrides, expect="experiment", run_command=run_command)
     if looks_like_openprompt(raw):
-        raw, said = to_ours(raw, base_dir=os.path.dirname(os.path.abspath(path)))
+        raw, said = to_ours(raw, base_dir=os.path.dirname(os.path.abspath(path)), run_command=run_command)
         if notes is not None:
             notes.extend(said)
     template_name = raw.get("template", DEFAULTS["template"])

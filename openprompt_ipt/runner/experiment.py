@@ -15,6 +15,7 @@ from ..data.sources import data_root  # the lookup order: data/sources.py
 from .build import build_model, check_label_words
 from .config import DEFAULTS, check_head
 from .peer_config import LABELS as PEER_LABELS
+from .run_dirs import RUN_COMMAND, command_beside
 from .selection import split_with_cap
 
 
@@ -76,10 +77,11 @@ def paper_method_name(cfg: Dict) -> str:
     return name if injection == default else f"{name} ({injection})"
 
 
-def encoder_start(cfg: Dict) -> Dict | None:
+def encoder_start(cfg: Dict, run_command: str = RUN_COMMAND) -> Dict | None:
     """Encoder IPT's encoder: where its weights start (issue #43 item 6). ``None`` for other methods;
     else ``{"encoder", "weights": "random" | <encoder_path>, "note"}`` (``note``: the line a run
-    without its pretraining export prints first; ``metrics.json`` keeps the dict as ``encoder_init``)."""
+    without its pretraining export prints first, naming the pretrain command beside ``run_command``;
+    ``metrics.json`` keeps the dict as ``encoder_init``)."""
     section = cfg.get(cfg["template"]) or {}
     if cfg["template"] == "instance_wise" and section.get("strategy") == "encoder":
         key, node = "instance_wise.encoder_path", section
@@ -91,21 +93,24 @@ def encoder_start(cfg: Dict) -> Dict | None:
     if node.get("encoder_path"):
         return {"encoder": encoder, "weights": node["encoder_path"]}
     backbone = os.path.basename(os.path.normpath(str(cfg["plm"]["model_path"])))
+    pretrain = command_beside(run_command, "pretrain categories")
+    yaml = f"{'yamls/' if pretrain.startswith('python ') else ''}pretrain_{encoder}.yaml"  # shipped: any directory
     note = (f"note: Encoder IPT ({encoder}) starts from random encoder weights: no {key} (the papers' Encoder IPT "
-            f"starts from the category pretraining: python experiments/pretrain_categories.py --config "
-            f"yamls/pretrain_{encoder}.yaml --set plm.model_path={cfg['plm']['model_path']}, then --set "
+            f"starts from the category pretraining: {pretrain} --config "
+            f"{yaml} --set plm.model_path={cfg['plm']['model_path']}, then --set "
             f"{key}=exports/{encoder}-{backbone})")
     return {"encoder": encoder, "weights": "random", "note": note}
 
 
 def run_experiment(cfg: Dict, root: str | None = None, output_dir: str | None = None,
                    show_progress: bool = True, splits=None, resume: bool = False,
-                   build=None, method: str | None = None) -> Dict:
+                   build=None, method: str | None = None, run_command: str = RUN_COMMAND) -> Dict:
     """``splits`` = (train, dev, test, labels) already prepared; default ``data.prepare.prepare_splits`` (the
     configuration's protocol). ``resume``: continue from the newest checkpoint in
     ``output_dir`` (same config required). ``build``: a ``build_model``-like callable, so a peer method
     (PEFT, ``benchmarks/peft_run.py``) gets the same data, loop, selection and report; ``method``
-    names it in the result (default: from the config)."""
+    names it in the result (default: from the config). ``run_command``: what trains a run where the user is, for
+    messages (``init_from``'s)."""
     from ..data import encode_examples, get_task, make_loader
     from ..data.prepare import examples_digest, prepare_splits
     from ..data.tasks import SPLIT_ALIASES
@@ -145,11 +150,11 @@ def run_experiment(cfg: Dict, root: str | None = None, output_dir: str | None = 
     if cfg.get("init_prompt_from"):  # PPT: the task-level prompt / prefix from a pre-training export
         from .init_prompt import init_prompt_from
 
-        started_from["init_prompt_from"] = init_prompt_from(model, cfg, tokenizer)
+        started_from["init_prompt_from"] = init_prompt_from(model, cfg, tokenizer, run_command)
     if cfg.get("init_from"):  # a finished run's prompt (+ head), before training and before any resume
         from .init_from import init_from_run
 
-        started_from["init_from"] = init_from_run(model, cfg, labels)
+        started_from["init_from"] = init_from_run(model, cfg, labels, run_command=run_command)
     n_prefix = getattr(model.template, "n_prefix", 0)
     max_len = min(int(cfg["plm"]["max_seq_length"]), max_positions(model.plm.config) - n_prefix)
     wrapper = wrapper_class(max_seq_length=max_len, tokenizer=tokenizer, truncate_method="balanced")  # head / tail: the OpenPrompt cli

@@ -1,6 +1,6 @@
 """Start a run from a finished run (IDPG A.4's supplementary training: intermediate task, then target).
 
-``init_from: <run dir>`` (a seed directory written by ``experiments/run.py``) copies that run's trained
+``init_from: <run dir>`` (a seed directory written by ``openprompt-ipt run``) copies that run's trained
 prompt / generator weights (``template/``, the best-on-dev epoch) into the new model before training;
 the head (``verbalizer.*`` of its ``best.safetensors``) comes along when ``init_head`` allows it and the
 label sets match. A run of another template, backbone or template structure is refused in one line,
@@ -13,6 +13,7 @@ from typing import Dict, List, Optional, Sequence
 
 from ..serialization import listed, load_state, read_json, read_safetensors
 from .config import flat_keys
+from .run_dirs import RUN_COMMAND
 
 # template keys that say only how the text is worded: a run on another task may differ in them
 WORDING_KEYS = ("text",)
@@ -20,16 +21,17 @@ TEXT_TENSORS = ("soft_embedding.",)  # the text's {"soft"} tokens: another text 
 HOST_TENSORS = ("raw_embedding",)  # the PLM's own word embedding: never in template/ (it is not the prompt's)
 
 
-def read_source(run_dir: str, weights: Optional[str] = None) -> Dict:
+def read_source(run_dir: str, weights: Optional[str] = None, run_command: str = RUN_COMMAND) -> Dict:
     """The source run's config; one clear error when ``run_dir`` is not a finished run with a template
-    (``weights``: the file that holds what is copied; default its ``template/``)."""
+    (``weights``: the file that holds what is copied; default its ``template/``; ``run_command``: what trains a run
+    where the user is, as ``runner.run_dirs.find_run`` takes it)."""
     cfg_path = os.path.join(run_dir, "config.json")
     weights = weights or os.path.join(run_dir, "template", "template.safetensors")
     for path in (cfg_path, weights):
         if not os.path.isfile(path):
             raise FileNotFoundError(f"init_from '{run_dir}' is not a finished run: {os.path.relpath(path, run_dir)} is "
                                     "missing (point it at a seed directory of a finished run, e.g. runs/<config>/seed1)")
-    return read_json(cfg_path, f"train the run '{run_dir}' again (experiments/run.py ... --overwrite)")
+    return read_json(cfg_path, f"train the run '{run_dir}' again ({run_command} ... --overwrite)")
 
 
 def check_compatible(cfg: Dict, source: Dict, run_dir: str, source_metrics: Optional[Dict] = None) -> None:
@@ -71,21 +73,21 @@ def check_backbone_shape(model, source_metrics: Dict, run_dir: str) -> None:
                              "start from a run of the same backbone")
 
 
-def init_from_run(model, cfg: Dict, labels: Sequence[str], log=print) -> Dict:
+def init_from_run(model, cfg: Dict, labels: Sequence[str], log=print, run_command: str = RUN_COMMAND) -> Dict:
     """Load the source run's prompt (and, when allowed and the labels match, head) into ``model``.
     Returns what was loaded (it goes into metrics.json)."""
     run_dir = str(cfg["init_from"]).replace("{seed}", str(cfg["seed"]))  # each seed from its own stage-1 run
-    if (cfg.get("peer") or {}).get("method") or _peer_of(run_dir):
-        return _init_peer(model, cfg, labels, run_dir, log)
-    source = read_source(run_dir)
+    if (cfg.get("peer") or {}).get("method") or _peer_of(run_dir, run_command):
+        return _init_peer(model, cfg, labels, run_dir, log, run_command)
+    source = read_source(run_dir, run_command=run_command)
     metrics_path = os.path.join(run_dir, "metrics.json")
     source_metrics = {}
     if os.path.isfile(metrics_path):
-        source_metrics = read_json(metrics_path, f"train the run '{run_dir}' again (experiments/run.py ... --overwrite)")
+        source_metrics = read_json(metrics_path, f"train the run '{run_dir}' again ({run_command} ... --overwrite)")
     check_compatible(cfg, source, run_dir, source_metrics)
     check_backbone_shape(model, source_metrics, run_dir)
     weights = os.path.join(run_dir, "template", "template.safetensors")
-    fix = f"train init_from's run '{run_dir}' again (experiments/run.py ... --overwrite)"
+    fix = f"train init_from's run '{run_dir}' again ({run_command} ... --overwrite)"
     try:
         if hasattr(model.template, "check_saved_with"):  # our templates (openprompt/templates/persistence.py)
             model.template.check_saved_with(os.path.dirname(weights), model.plm)
@@ -94,7 +96,8 @@ def init_from_run(model, cfg: Dict, labels: Sequence[str], log=print) -> Dict:
         load_state(model.template, state, weights, fix)
     except ValueError as e:
         raise ValueError(e if str(e).startswith("init_from") else f"init_from '{run_dir}': {e}") from None
-    info = {"run": run_dir, "template_tensors": len(state), "head": _load_head(model, cfg, source, labels, run_dir)}
+    info = {"run": run_dir, "template_tensors": len(state),
+            "head": _load_head(model, cfg, source, labels, run_dir, run_command)}
     if rows:  # train.vocab_rows: seen keeps each run's own ids: said, and kept in metrics.json
         info["vocab_rows"] = {key: len(ids) for key, ids in rows.items()}
         words = model.template.tokenizer.convert_ids_to_tokens(rows["fresh"][:4])
@@ -170,36 +173,38 @@ def _template_state(template, state: Dict, run_dir: str, fix: str):
     return state, fresh, unused
 
 
-def _peer_of(run_dir: str) -> Dict:
+def _peer_of(run_dir: str, run_command: str = RUN_COMMAND) -> Dict:
     """The ``peer:`` section of the run in ``run_dir`` (Adapter, Compacter, LoRA), or {}."""
     path = os.path.join(run_dir, "config.json")
     if not os.path.isfile(path):
         return {}
-    peer = read_json(path, f"train the run '{run_dir}' again (experiments/run.py ... --overwrite)").get("peer")
+    peer = read_json(path, f"train the run '{run_dir}' again ({run_command} ... --overwrite)").get("peer")
     return peer if isinstance(peer, dict) else {}
 
 
-def _init_peer(model, cfg: Dict, labels: Sequence[str], run_dir: str, log) -> Dict:
+def _init_peer(model, cfg: Dict, labels: Sequence[str], run_dir: str, log, run_command: str = RUN_COMMAND) -> Dict:
     """A peer run from a peer run of the same method and options: the library's modules (``template.peer.*``
     of its ``best.safetensors``; a peer run has no ``template/``) and, as for every run, the head."""
     best = os.path.join(run_dir, "best.safetensors")
-    source = read_source(run_dir, best)
+    source = read_source(run_dir, best, run_command)
     mine, theirs = cfg.get("peer") or None, source.get("peer") or None
     if mine != theirs:
         raise ValueError(f"init_from '{run_dir}' trained peer {theirs!r} but this run has peer {mine!r}: start "
                          "from a run of the same peer method and options")
     metrics_path = os.path.join(run_dir, "metrics.json")
-    source_metrics = read_json(metrics_path, f"train the run '{run_dir}' again") if os.path.isfile(metrics_path) else {}
+    source_metrics = (read_json(metrics_path, f"train the run '{run_dir}' again ({run_command} ... --overwrite)")
+                      if os.path.isfile(metrics_path) else {})
     check_compatible(cfg, source, run_dir, source_metrics)
     check_backbone_shape(model, source_metrics, run_dir)
-    fix = f"train init_from's run '{run_dir}' again (experiments/run.py ... --overwrite)"
+    fix = f"train init_from's run '{run_dir}' again ({run_command} ... --overwrite)"
     state = {k[len("template."):]: v for k, v in read_safetensors(best, fix).items() if k.startswith("template.")}
     params = dict(model.template.named_parameters())
     if set(state) != set(params) or any(params[k].shape != v.shape for k, v in state.items()):
         raise ValueError(f"init_from '{run_dir}': its {mine['method']} weights do not fit this model's: {fix}")
     for name, value in state.items():
         params[name].data.copy_(value)
-    info = {"run": run_dir, "template_tensors": len(state), "head": _load_head(model, cfg, source, labels, run_dir)}
+    info = {"run": run_dir, "template_tensors": len(state),
+            "head": _load_head(model, cfg, source, labels, run_dir, run_command)}
     log(f"init_from: {mine['method']} weights ({len(state)} tensors) from {run_dir}; head: {info['head']}")
     return info
 
@@ -210,7 +215,8 @@ def _source_labels(source: Dict) -> List[str]:
     return list(get_task(source["dataset"]["name"], source["dataset"]).labels)  # your own data: its section
 
 
-def _load_head(model, cfg: Dict, source: Dict, labels: Sequence[str], run_dir: str) -> str:
+def _load_head(model, cfg: Dict, source: Dict, labels: Sequence[str], run_dir: str,
+               run_command: str = RUN_COMMAND) -> str:
     mode = cfg.get("init_head", "auto")
     if mode is False:
         return "not loaded (init_head: false)"
@@ -227,7 +233,7 @@ def _load_head(model, cfg: Dict, source: Dict, labels: Sequence[str], run_dir: s
         if mode is True:
             raise ValueError(f"init_head: true but init_from '{run_dir}' has no usable head: {reason}")
         return f"not loaded: {reason}"
-    fix = f"train init_from's run '{run_dir}' again (experiments/run.py ... --overwrite), or set init_head: false"
+    fix = f"train init_from's run '{run_dir}' again ({run_command} ... --overwrite), or set init_head: false"
     state = {k[len("verbalizer."):]: v for k, v in read_safetensors(best, fix).items() if k.startswith("verbalizer.")}
     params = dict(model.verbalizer.named_parameters())
     for name, value in state.items():

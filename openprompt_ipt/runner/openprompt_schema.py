@@ -13,6 +13,7 @@ from types import SimpleNamespace
 from typing import Dict, List, Optional, Tuple
 
 from .defaults import DEFAULTS, did_you_mean
+from .run_dirs import RUN_COMMAND, launch_target
 from .schema import INT_NONNEG, SCHEMA, Number, check_value
 
 OURS_TEMPLATES = ("instance_wise", "generated_prefix")
@@ -115,9 +116,11 @@ def _refuse_unknown(section: Dict, where: str, known, ours=()) -> None:
                                      f"{did_you_mean(key, list(known) + list(ours))}")
 
 
-def to_ours(raw: Dict, base_dir: str = ".", gpus: Optional[int] = None) -> Tuple[Dict, List[str]]:
+def to_ours(raw: Dict, base_dir: str = ".", gpus: Optional[int] = None,
+            run_command: str = RUN_COMMAND) -> Tuple[Dict, List[str]]:
     """(our raw config, notes) for an OpenPrompt-schema YAML ``raw``; ``base_dir`` is the YAML's folder
-    (for template / verbalizer ``file_path``), ``gpus`` the CUDA devices here (default: counted)."""
+    (for template / verbalizer ``file_path``), ``gpus`` the CUDA devices here (default: counted),
+    ``run_command`` what the user ran (the notes name it)."""
     from ..data.tasks import TASKS
 
     raw = copy.deepcopy(raw)
@@ -367,7 +370,7 @@ def to_ours(raw: Dict, base_dir: str = ".", gpus: Optional[int] = None) -> Tuple
         out["train"]["device"] = "cpu" if num_gpus == 0 else "cuda"
     if num_gpus > 1:
         notes.append(f"environment.num_gpus {num_gpus}: one process uses one GPU; for {num_gpus} run "
-                     f"accelerate launch --num_processes {num_gpus} experiments/run.py ...")
+                     f"accelerate launch --num_processes {num_gpus} {launch_target(run_command)} ...")
     if env.get("cuda_visible_devices"):
         notes.append("environment.cuda_visible_devices ignored: set CUDA_VISIBLE_DEVICES in the environment")
     log = _section(raw, "logging")

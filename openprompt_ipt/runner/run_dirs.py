@@ -65,6 +65,22 @@ def check_output_folder(path: str, flag: str, given: str = "") -> None:
 RUN_COMMAND = "openprompt-ipt run"
 
 
+def command_beside(run_command: str, other: str) -> str:
+    """How the user runs the command ``other`` (``aggregate``, ``pretrain categories``) where ``run_command`` trains
+    a run, as a line to paste: ``openprompt-ipt <other>`` after the console command, the script beside a clone's
+    run.py (``python experiments/aggregate.py``) after ``python experiments/run.py``."""
+    script = os.path.join(os.path.dirname(run_command), other.replace(" ", "_") + ".py")
+    if os.path.basename(run_command) == "run.py" and os.path.isfile(script):
+        return f"python {script}"
+    return f"openprompt-ipt {other}"
+
+
+def launch_target(run_command: str) -> str:
+    """What ``accelerate launch`` / ``torchrun`` runs for ``run_command``: a clone's script, else the console
+    command's module (``-m openprompt_ipt run``)."""
+    return run_command if run_command.endswith(".py") else "-m openprompt_ipt run"
+
+
 def find_run(path: str, run_command: str = RUN_COMMAND) -> str:
     """The directory holding the run's ``config.json`` + ``best.safetensors``; ``run_command`` is what trains a run
     where the user is (``openprompt-ipt run``, or ``experiments/run.py`` beside ``experiments/predict.py``)."""

@@ -21,6 +21,7 @@ from ..data.prepare import Splits, prepare_splits
 from ..data.protocols import cv_folds
 from ..serialization import write_text_atomic
 from .local_paths import record_local_paths, recorded_config
+from .run_dirs import RUN_COMMAND, command_beside
 from .schema import check_value
 from .selection import label_result, split_with_cap
 from .sweep import apply_point, expand_grid, point_name, select_best
@@ -166,12 +167,14 @@ def summarize(name: str, results: List[Dict]) -> Dict:
 
 def run_seeds(cfg: Dict, name: str, output_dir: Optional[str], seeds: Sequence[int] | None = None,
               root: str | None = None, train_fn: TrainFn | None = None, show_progress: bool = True,
-              resume: bool = False, overwrite: bool = False, notes: Sequence[str] = ()) -> Dict:
+              resume: bool = False, overwrite: bool = False, notes: Sequence[str] = (),
+              run_command: str = RUN_COMMAND) -> Dict:
     """Run ``cfg`` for each seed (default: ``cfg['seed']``); returns the summary (also written to
     ``<output_dir>/<name>/summary.json`` with each seed's metrics.json under ``seed<k>/``). ``notes``: the
     config keys this setup never reads (``load_config``'s ``unused``), kept as ``unused_keys`` in both.
     A seed directory that already holds a run is refused (``training/run_dir.py``) unless ``resume``
-    (``train_fn`` continues it) or ``overwrite`` (cleared once every seed's data is ready)."""
+    (``train_fn`` continues it) or ``overwrite`` (cleared once every seed's data is ready). ``run_command``: what
+    the user ran (``openprompt-ipt run``, ``experiments/run.py``), for the hints that name a command."""
     from ..training.run_dir import holding
     from .experiment import data_root
 
@@ -185,7 +188,8 @@ def run_seeds(cfg: Dict, name: str, output_dir: Optional[str], seeds: Sequence[i
     if resume and overwrite:
         raise ValueError("--resume continues the runs in the run directory, --overwrite replaces them: pass one")
     with holding([os.path.join(top, f"seed{s}") for s in seeds] if top else []):  # one process per run directory
-        return _run_seeds(cfg, name, top, seeds, root, train_fn, show_progress, resume, overwrite, list(notes))
+        return _run_seeds(cfg, name, top, seeds, root, train_fn, show_progress, resume, overwrite, list(notes),
+                          run_command)
 
 
 def config_key(cfg: Dict) -> str:
@@ -228,7 +232,7 @@ def concurrent_results(top: str, seen: Optional[str], key: str, seeds: Sequence[
 
 
 def write_summary(top: str, name: str, cfg: Dict, seen: Optional[str], results: List[Dict],
-                  notes: Sequence[str]) -> Dict:
+                  notes: Sequence[str], run_command: str = RUN_COMMAND) -> Dict:
     """summary.json, read-modified-written under the group's lock: a command started beside this one
     (``--seeds 1`` and ``--seeds 2`` at once) finishing first keeps its seeds in it instead of being replaced."""
     from ..training.run_dir import holding
@@ -244,12 +248,12 @@ def write_summary(top: str, name: str, cfg: Dict, seen: Optional[str], results: 
             kept = [str(r["seed"]) for r in beside]
             print(f"note: {path} also keeps seed{'s' if len(kept) > 1 else ''} {', '.join(kept)}, run by another "
                   "command of this config while this one ran", flush=True)
-        say_replaced_summary(path, summary["seeds"])
+        say_replaced_summary(path, summary["seeds"], run_command)
         write_json(path, summary)
     return summary
 
 
-def say_replaced_summary(path: str, seeds: Sequence[int]) -> None:
+def say_replaced_summary(path: str, seeds: Sequence[int], run_command: str = RUN_COMMAND) -> None:
     """summary.json describes the seeds of the latest command (docs/training.md): when that drops seeds the
     previous one summarised (``--seeds 3`` after ``--seeds 1,2``), one line says so and where all of them are."""
     try:
@@ -261,10 +265,12 @@ def say_replaced_summary(path: str, seeds: Sequence[int]) -> None:
     if dropped and int(os.environ.get("RANK", "0")) == 0:
         print(f"note: {path} summarised seeds {', '.join(map(str, earlier))}; it now summarises this command's seeds "
               f"{', '.join(map(str, seeds))} (seed{'s' if len(dropped) > 1 else ''} {', '.join(map(str, dropped))} "
-              f"left out): python experiments/aggregate.py {os.path.dirname(path)} averages every seed", flush=True)
+              f"left out): {command_beside(run_command, 'aggregate')} {os.path.dirname(path)} averages every seed",
+              flush=True)
 
 
-def _run_seeds(cfg, name, top, seeds, root, train_fn, show_progress, resume, overwrite, notes=()) -> Dict:
+def _run_seeds(cfg, name, top, seeds, root, train_fn, show_progress, resume, overwrite, notes=(),
+               run_command=RUN_COMMAND) -> Dict:
     from ..training.run_dir import check_new_runs, clear_runs
 
     taken = check_new_runs([os.path.join(top, f"seed{s}") for s in seeds] if top else [], resume, overwrite)
@@ -290,7 +296,7 @@ def _run_seeds(cfg, name, top, seeds, root, train_fn, show_progress, resume, ove
                   f"(dataset.max_eval = {cap['max_eval']})", flush=True)
         from .experiment import encoder_start
 
-        start = encoder_start(cfg)
+        start = encoder_start(cfg, run_command)
         if start and start.get("note"):  # Encoder IPT without its pretraining export: said first, kept in metrics.json
             print(start["note"], flush=True)
     results = []
@@ -298,7 +304,7 @@ def _run_seeds(cfg, name, top, seeds, root, train_fn, show_progress, resume, ove
         for scfg, splits, data in _tqdm(plans, "seeds", show_progress and len(plans) > 1):
             results.append(_finish_seed(scfg, name, top, splits, data, train_fn, show_progress, notes))
     if top:
-        summary = write_summary(top, name, cfg, seen, results, notes)
+        summary = write_summary(top, name, cfg, seen, results, notes, run_command)
     else:
         summary = summarize(name, results)
         if notes:

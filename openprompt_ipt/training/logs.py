@@ -97,8 +97,9 @@ def _peft_run(run_dir: str) -> bool:
     return isinstance(peer, dict) and bool(peer.get("library"))
 
 
-def format_summary(result: Dict, run_dir: Optional[str]) -> str:
-    """One screen at the end of a run: where things are and what came out."""
+def format_summary(result: Dict, run_dir: Optional[str], predict_command: str = "openprompt-ipt predict") -> str:
+    """One screen at the end of a run: where things are and what came out (``predict_command``: how the user
+    predicts with it, as they run commands: ``python experiments/predict.py`` in a clone)."""
     t = result.get("training", {})
     best_epoch = t.get("best_epoch")
     lines = ["=" * 72,
@@ -114,6 +115,6 @@ def format_summary(result: Dict, run_dir: Optional[str]) -> str:
         lines += [f"  run dir {run_dir}: config.json metrics.json best.safetensors {'template/ ' if template else ''}"
                   f"log.csv checkpoints/{' tensorboard/' if os.path.isdir(os.path.join(run_dir, 'tensorboard')) else ''}"]
         if not _peft_run(run_dir):  # predict rebuilds every other run, template/ or not (runner/predict.py)
-            lines.append(f"  predict: openprompt-ipt predict --run {run_dir} --input FILE.jsonl")
+            lines.append(f"  predict: {predict_command} --run {run_dir} --input FILE.jsonl")
     lines.append("=" * 72)
     return "\n".join(lines)

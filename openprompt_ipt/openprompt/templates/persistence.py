@@ -146,7 +146,7 @@ class TrainedTemplateMixin:
                 f"ClassificationRunner's choice when environment.num_gpus > 1): {why}, so the copies' logits would "
                 "be wrong. Use one GPU (environment.num_gpus: 1, or CUDA_VISIBLE_DEVICES=0), or one process per GPU "
                 "with DistributedDataParallel (torchrun --nproc_per_node N; our runner: accelerate launch "
-                "--num_processes N experiments/run.py)")
+                "--num_processes N -m openprompt_ipt run ..., in a clone also experiments/run.py)")
 
     def _refuse_shared_replica(self) -> None:
         """At the start of a forward of an nn.DataParallel copy: ``data_parallel_refusal``, raised."""
