@@ -55,8 +55,8 @@ def _predict(output, label, barrier, overwrite=False):
     import openprompt_ipt.runner.run_dirs as rd
     from openprompt_ipt.commands.predict import main
 
-    rd.find_run = lambda path: path
-    rp.load_run = lambda run_dir, device=None: FakePredictor(barrier, label)
+    rd.find_run = lambda path, *args, **kwargs: path
+    rp.load_run = lambda run_dir, device=None, **kwargs: FakePredictor(barrier, label)
     return main(["--run", os.path.dirname(output), "--input", os.path.join(os.path.dirname(output), "rows.jsonl"),
                  "--output", output] + (["--overwrite"] if overwrite else []))
 
