@@ -254,3 +254,56 @@ def test_a_copy_or_pickle_of_a_model_served_from_threads_predicts_as_it(bert, ca
         expected = forward(batches[0])
         for twin in (copy.deepcopy(model), pickle.loads(pickle.dumps(model))):
             torch.testing.assert_close(twin(**batches[0]).logits, expected, rtol=0, atol=ATOL)
+
+
+def test_switches_of_one_thread_leave_the_other_threads_forwards_alone(bert, tmp_path):
+    """``with model.vocabulary_logits():`` (a fill-mask endpoint) and ``with model.disable_adapter():`` switched the model
+    for every thread while the block ran: a classification endpoint's call then got vocabulary logits, or the base's
+    logits without the prompt. They switch the forwards of the thread that entered the block."""
+    import copy
+    import dataclasses
+
+    from openprompt_ipt.hf import get_instance_prompt_model
+
+    mlm, tok = bert
+    config = dataclasses.replace(config_for("p_tuning_v2-kv", tmp_path, mlm), label_words=[["bad"], ["good"]])
+    model = get_instance_prompt_model(copy.deepcopy(mlm), config, tokenizer=tok).eval()
+    batch = dict(tok([f"the movie was {tok.mask_token} .", f"a {tok.mask_token} film"], padding=True,
+                     return_tensors="pt"))
+    with torch.no_grad():
+        classes = model(**batch).logits
+        with model.disable_adapter():
+            plain = model(**batch).logits
+    assert classes.shape == (2, 2) and not torch.allclose(plain, classes, atol=1e-4)
+    for switch, inside in ((model.vocabulary_logits, None), (model.disable_adapter, plain)):
+        with switch():
+            (other,) = run_threads(lambda: model(**batch).logits)
+            with torch.no_grad():
+                here = model(**batch).logits
+        torch.testing.assert_close(other, classes, rtol=0, atol=ATOL)  # the other thread: class logits, prompted
+        if inside is None:
+            assert here.dim() == 3  # this thread: the vocabulary logits
+        else:
+            torch.testing.assert_close(here, inside, rtol=0, atol=ATOL)
+
+
+def test_disable_adapter_still_reaches_data_parallel_copies(bert, tmp_path):
+    """nn.DataParallel (allowed for Prompt Tuning) runs each copy's forward in a thread of its own: the copies take
+    the switch the calling thread has on (torch's ``replicate`` copies each module by ``_replicate_for_data_parallel``,
+    in the calling thread)."""
+    model, _, forward, (batch, _) = hf_model(bert, "prompt_tuning", tmp_path)
+
+    def copy_of(model):
+        replica = model._replicate_for_data_parallel()
+        replica._parameters = dict(model._parameters)  # replicate's next step: the parameters, on the copy's device
+        return replica
+    with torch.no_grad():
+        prompted = forward(batch)
+        with model.disable_adapter():
+            plain = forward(batch)
+            replica = copy_of(model)
+        (got,) = run_threads(lambda: replica(**batch).logits)  # the block has ended: the copy keeps its switch
+        (fresh,) = run_threads(lambda: copy_of(model)(**batch).logits)
+    assert not torch.allclose(plain, prompted, atol=1e-4)
+    torch.testing.assert_close(got, plain, rtol=0, atol=ATOL)
+    torch.testing.assert_close(fresh, prompted, rtol=0, atol=ATOL)

@@ -27,6 +27,7 @@ class ThreadState:
 
 
 STATE = "_thread_state"
+PINNED = "_pinned_per_thread"  # name -> value: what a copy nn.DataParallel made reads, whichever thread runs it
 
 
 def thread_state(owner) -> threading.local:
@@ -49,7 +50,17 @@ class PerThread:
     def __get__(self, obj, owner=None):
         if obj is None:
             return self
+        pinned = obj.__dict__.get(PINNED)
+        if pinned is not None and self.name in pinned:
+            return pinned[self.name]
         return getattr(thread_state(obj), self.name, self.default)
 
     def __set__(self, obj, value):
         setattr(thread_state(obj), self.name, value)
+
+
+def pin(original, replica, names) -> None:
+    """``nn.DataParallel`` copies a module in the calling thread and runs each copy's forward in a thread of its own:
+    ``replica`` reads, for each of ``names``, the value the calling thread sees on ``original`` (a switch it set with
+    a ``with`` block around the call)."""
+    replica.__dict__[PINNED] = {name: getattr(original, name) for name in names}
