@@ -14,12 +14,19 @@ from openprompt_ipt.data import encode_examples, make_loader
 from openprompt_ipt.injection.layout import find_layout
 from openprompt_ipt.runner.experiment import build_model
 from test_hf_trainer import CASES, classifier_from, config_for
-from test_openprompt_native import MAX_LEN, VARIANTS, backbones, resolve, runner_config  # noqa: F401 (fixture)
+from test_openprompt_native import IDPG, MAX_LEN, backbones, resolve, runner_config  # noqa: F401 (fixture)
+from test_openprompt_native import VARIANTS as NATIVE
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 ATOL = 1e-5
 TEXTS_A = ["the movie was great", "a good film", "terrible movie", "bad film"]
 TEXTS_B = ["she said it was a truly wonderful and good film", "bad cat", "great music is art"]
+# and IDPG with its default cache of M(x) (the conformance variants turn it off)
+VARIANTS = {**NATIVE,
+            "m_idpg_phm_cached": ("generated_prefix", dict(generator="idpg", prompt_length=3,
+                                                           idpg=dict(IDPG, depth="multi", cache=True))),
+            "s_idpg_dnn_cached": ("generated_prefix", dict(generator="idpg", prompt_length=3,
+                                                           idpg=dict(IDPG, depth="single", layer="dnn", cache=True)))}
 WAIT = 30  # seconds; only reached when a thread is stuck (the test then fails, it never passes on time)
 
 
@@ -307,3 +314,35 @@ def test_disable_adapter_still_reaches_data_parallel_copies(bert, tmp_path):
     assert not torch.allclose(plain, prompted, atol=1e-4)
     torch.testing.assert_close(got, plain, rtol=0, atol=ATOL)
     torch.testing.assert_close(fresh, prompted, rtol=0, atol=ATOL)
+
+
+def test_idpg_cache_of_one_thread_under_autocast_never_serves_another_threads_fp32_forward(bert, tmp_path):
+    """IDPG's cache of M(x) is emptied when the PLM's weights or the autocast dtype change. Thread A (under bf16
+    autocast) was stopped in its M(x) pass while thread B (fp32) emptied the cache and filled it; A then put its
+    bf16-made M(x) into B's fp32 cache, and every later fp32 forward of those texts read it (logits off by ~1e-2,
+    without a word). A's rows now go to the cache of A's own stamp."""
+    model, plm, forward, (batch, _) = hf_model(bert, "m_idpg-phm-cls", tmp_path)
+    with torch.no_grad():
+        alone = forward(batch)
+    model.generator.sentence.cache.clear()
+    stop = StopAt(plm)
+    try:
+        stop.at = 1  # A's first layer call: its M(x) pass, after its look into the cache
+
+        def a():
+            stop.a = threading.get_ident()
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                return forward(batch)
+
+        def b():
+            assert stop.reached.wait(WAIT), "thread A never reached its stop"
+            try:
+                return forward(batch)
+            finally:
+                stop.b_done.set()
+        _, got_b = run_threads(a, b)
+    finally:
+        stop.remove()
+    torch.testing.assert_close(got_b, alone, rtol=0, atol=ATOL)
+    with torch.no_grad():
+        torch.testing.assert_close(forward(batch), alone, rtol=0, atol=ATOL)  # fp32 again: fp32-made M(x)
