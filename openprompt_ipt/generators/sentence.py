@@ -14,7 +14,7 @@ from __future__ import annotations
 import glob
 import os
 import string
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import torch
 from torch import nn
@@ -111,8 +111,10 @@ class PLMClsEncoder(nn.Module):
         self.__dict__["plm"] = plm          # the frozen PLM: not a submodule (not saved, not counted)
         self.__dict__["injector"] = injector
         self.cache_enabled, self.cache_size = cache, cache_size
-        self.cache: Dict[bytes, torch.Tensor] = {}
-        self._cache_stamp = None            # the PLM weights the cached representations were made with
+        # (stamp, cache): the PLM weights and autocast dtype the cached representations were made with, and them; one
+        # attribute, read and replaced whole, so a forward in another thread (under another autocast) never puts rows
+        # made under one stamp into the cache of another
+        self._stamped: Tuple[object, Dict[bytes, torch.Tensor]] = (None, {})
         self.passes = 0                     # examples that went through the PLM (for tests/benchmarks)
         self.cls_id = tokenizer.cls_token_id if tokenizer.cls_token_id is not None else tokenizer.bos_token_id
         self.sep_id = tokenizer.sep_token_id if tokenizer.sep_token_id is not None else tokenizer.eos_token_id
@@ -145,14 +147,23 @@ class PLMClsEncoder(nn.Module):
         encoder = getattr(self.plm, "base_model", self.plm)
         return tuple((id(p), p._version, p.dtype, p.device) for p in encoder.parameters())
 
-    def _drop_stale_cache(self, device_type: str) -> None:
+    @property
+    def cache(self) -> Dict[bytes, torch.Tensor]:
+        """The cached representations (text's ids -> M(x)) of the latest stamp."""
+        return self._stamped[1]
+
+    def _drop_stale_cache(self, device_type: str) -> Dict[bytes, torch.Tensor]:
         """A cached M(x) holds the PLM weights of the pass that made it: once they change (the PLM fine-tunes,
         or trained weights are loaded after a first forward), it would silently disagree with a fresh pass; so
-        would one made under another autocast (the Trainer's ``bf16=True`` trains under it, a later predict may not)."""
+        would one made under another autocast (the Trainer's ``bf16=True`` trains under it, a later predict may not).
+        Returns the cache of this forward's stamp: a new one when the stamp changed (the old one is left to a forward
+        in another thread still filling it under its own stamp, never emptied under it)."""
         stamp = (self._plm_stamp(), autocast_dtype(device_type))
-        if stamp != self._cache_stamp:
-            self.cache.clear()
-            self._cache_stamp = stamp
+        current, cache = self._stamped
+        if stamp != current:
+            cache = {}
+            self._stamped = (stamp, cache)
+        return cache
 
     def pack(self, input_ids, content_mask, part_ids=None):
         """The (ids, mask) the representation pass reads: the example's own text as a PLM input."""
@@ -164,10 +175,10 @@ class PLMClsEncoder(nn.Module):
         ids, mask = _pack_on_host(input_ids, content_mask, self.cls_id, self.sep_id, self.pad_id, part_ids, self.pair_sep)
         if not self.cache_enabled:
             return self._encode(ids.to(device), mask.to(device))
-        self._drop_stale_cache(device.type)
+        cache = self._drop_stale_cache(device.type)
         lengths = mask.sum(dim=1).tolist()
         keys = [ids[i, :n].numpy().tobytes() for i, n in enumerate(lengths)]
-        found = {i: self.cache[k] for i, k in enumerate(keys) if k in self.cache}
+        found = {i: cache[k] for i, k in enumerate(keys) if k in cache}
         missing = [i for i in range(len(keys)) if i not in found]
         if missing:
             sub = torch.tensor(missing)
@@ -176,8 +187,8 @@ class PLMClsEncoder(nn.Module):
             for i, r in zip(missing, reps):
                 # a copy: the row is a view whose storage is the whole pass's (rows, tokens, H) hidden states
                 found[i] = r.detach().clone()
-                if len(self.cache) < self.cache_size:  # full: keep the texts already there (in an epoch's order
-                    self.cache[keys[i]] = found[i]     # an evicted text would be evicted again before its reuse)
+                if len(cache) < self.cache_size:  # full: keep the texts already there (in an epoch's order
+                    cache[keys[i]] = found[i]     # an evicted text would be evicted again before its reuse)
         return torch.stack([found[i] for i in range(len(keys))]).to(device)
 
 

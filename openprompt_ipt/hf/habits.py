@@ -48,7 +48,8 @@ class PeftHabitsMixin:
     @contextmanager
     def disable_adapter(self):
         """Run the base model without the prompt inside the block (PEFT's name). The head trains in place, so
-        the trained head stays."""
+        the trained head stays. Only this thread's forwards (and an nn.DataParallel around them): other threads
+        forwarding the model at once keep the prompt."""
         previous, self._prompt_off = self._prompt_off, True
         try:
             yield

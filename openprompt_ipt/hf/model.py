@@ -22,6 +22,7 @@ from ..generators.layered import InstanceInputs
 from ..injection import max_positions, prepend, trim_outputs
 from ..injection.encoder_hooks import remove_orphaned_copies
 from ..injection.layout import FAMILIES  # BERT-style encoders: the families whose layout the injection finds
+from ..injection.per_thread import PerThread, pin
 from ..prompting import build_input_prompt, build_layered_generator, input_prompt_vectors, place_prompts, release_prompts
 from ..prompting.device import place_beside
 from ..prompting.layered_prompt import SECTIONS, prompt_positions
@@ -60,6 +61,10 @@ class InstancePromptModel(SavingMixin, GradientCheckpointingMixin, PeftHabitsMix
     # step) and gives its share of that step's mean loss: k accumulated micro-batches train as one k-times-larger
     # batch, however many labelled tokens each holds (the base's own heads ignore the count, transformers 5.24)
     accepts_loss_kwargs = True
+    # disable_adapter() and vocabulary_logits() switch the forwards of the thread that entered the block: a server's
+    # other threads (a classification endpoint beside a fill-mask one) kept getting vocabulary logits or no prompt
+    _prompt_off = PerThread(False)
+    _vocabulary = PerThread(False)
 
     def __init__(self, model: nn.Module, config: InstancePromptConfig, tokenizer=None):
         super().__init__()
@@ -226,6 +231,12 @@ class InstancePromptModel(SavingMixin, GradientCheckpointingMixin, PeftHabitsMix
                 found.append(name)
         return found
 
+    def _replicate_for_data_parallel(self):
+        """A copy nn.DataParallel runs in a thread of its own: it takes the switches the calling thread has on."""
+        replica = super()._replicate_for_data_parallel()
+        pin(self, replica, ("_prompt_off", "_vocabulary"))
+        return replica
+
     @property
     def config(self):
         return self.base_model.config
@@ -235,7 +246,9 @@ class InstancePromptModel(SavingMixin, GradientCheckpointingMixin, PeftHabitsMix
         """Inside the block a masked LM read through label words returns its vocabulary logits (``MaskedLMOutput``,
         at the caller's positions, the prompt in place) rather than the class logits, so ``pipeline("fill-mask",
         model=model, tokenizer=tok)`` scores every token at the text's mask (outside it, the pipeline indexes the class
-        logits as tokens: ``IndexError: too many indices``). A masked LM without label words gives them anyway."""
+        logits as tokens: ``IndexError: too many indices``). A masked LM without label words gives them anyway. Only
+        this thread's forwards: other threads forwarding the model at once (a server's classification endpoint) keep
+        getting class logits."""
         if self.base_model.get_output_embeddings() is None:
             raise ValueError(f"vocabulary_logits(): {type(self.base_model).__name__} has no vocabulary head; it is for a "
                              "masked LM (AutoModelForMaskedLM), with or without label_words")

@@ -29,6 +29,7 @@ import torch
 from torch import nn
 
 from .checkpointing import carry_prompt, checkpointable, drop_prompt
+from .per_thread import PerThread
 from .precision import autocast_dtype
 from .layout import find_layout
 
@@ -139,9 +140,11 @@ def remove_orphaned_copies(model: nn.Module) -> None:
 
 
 class ArmedHooks:
-    """Hooks that stay idle until a forward arms them with a plan; shared by the per-layer and the late injector."""
-    plan = None
-    claimed = False  # the PLM forward the plan was armed for has started
+    """Hooks that stay idle until a forward arms them with a plan; shared by the per-layer and the late injector.
+    The plan is the arming thread's own (injection/per_thread.py): two threads forwarding one model at once (a web
+    server's thread pool) each run with their own prompts."""
+    plan = PerThread()
+    claimed = PerThread(False)  # the PLM forward the plan was armed for has started
     handles: list  # set by each subclass's __init__
     checkpointable: tuple = ()  # the PLM's modules that may checkpoint a layer (set by watch_forwards)
 

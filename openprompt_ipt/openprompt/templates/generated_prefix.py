@@ -30,6 +30,7 @@ from ...injection.batch import content_mask, field, refuse_left_padding
 from ...generators.layered import InstanceInputs
 from ...injection import INSERT_POSITIONS
 from ...injection.encoder_hooks import remove_orphaned_copies
+from ...injection.per_thread import PerThread
 from ...prompting import build_layered_generator, place_prompts, release_prompts
 from ...prompting.layered_prompt import SECTIONS, prompt_positions
 from .persistence import TrainedTemplateMixin
@@ -56,6 +57,9 @@ class GeneratedPrefixTemplate(TrainedTemplateMixin, MixedTemplate):
     # shortenable_ids last, as in OpenPrompt's own templates: its head/tail truncation empties the flag lists in
     # place key by key, and reads shortenable_ids for every key after it (IndexError on an emptied part)
     registered_inputflag_names = ["soft_token_ids", "loss_ids", "text_part_ids", "shortenable_ids"]
+    # the positions process_batch spliced, for post_processing_outputs: each thread's own (two threads forwarding one
+    # model at once got each other's, and one of them its logits at the wrong positions)
+    _keep = PerThread()
 
     def __init__(self, model, tokenizer, text: Optional[str] = None, generator: str = "prefix",
                  injection: Optional[str] = None, prompt_length: int = 5, insert_position: int = 0,
