@@ -116,6 +116,28 @@ def test_a_max_seq_length_without_room_for_the_prompt_is_one_line_before_the_loa
     assert not built  # refused before any loader tokenized a split
 
 
+def test_the_command_called_from_python_gives_the_root_logger_back(tiny_model_dir, tmp_path, monkeypatch, capsys):
+    """OpenPrompt's init_logger replaces the root logger's handlers (a console handler bound to that moment's
+    stderr, a file handler on the run's log.txt) and sets INFO. Called from Python, they stayed after main returned:
+    the log file kept open and receiving every later log, and the console handler on a stream pytest had since
+    closed, so a later test's stderr began with "--- Logging error ---" (CI failed on it)."""
+    import logging
+
+    from openprompt_ipt.openprompt import cli
+
+    root = logging.getLogger()
+    before = (root.handlers[:], root.level)
+    write_task(tmp_path / "assets", "cb")
+    argv = ["--config_yaml", YAML, "--data-root", str(tmp_path / "assets"), "--plm.model_path", tiny_model_dir,
+            "--train.num_epochs", "1", "--logging.path_base", str(tmp_path / "logs"), "--environment.num_gpus", "0",
+            "--dataloader.max_seq_length", "128"]  # refused after init_logger, in the run (as the test above)
+    assert cli.main(argv) == 2
+    assert (root.handlers, root.level) == before
+    logging.getLogger("a.library").warning("after the run")  # reached the run's log.txt before
+    assert not any("after the run" in open(os.path.join(d, f)).read()
+                   for d, _, files in os.walk(tmp_path / "logs") for f in files if f == "log.txt")
+
+
 def test_room_check_allows_exactly_positions_minus_the_prompt():
     from types import SimpleNamespace
 

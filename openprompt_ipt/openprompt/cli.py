@@ -29,6 +29,7 @@ Our templates' vocab tables are dense by default, so OpenPrompt's AdamW and grad
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import sys
 from typing import List, Optional
@@ -239,9 +240,7 @@ def run_one(config, exp_path, labels, train, dev, test, resume=None, test_dir=No
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    from openprompt.config import get_config, save_config_to_yaml
-    from openprompt.data_utils import FewShotSampler
-    from openprompt.utils.logging import config_experiment_dir, init_logger
+    from openprompt.config import get_config
 
     data_root, rest = split_data_root(list(sys.argv[1:] if argv is None else argv))
     if "-h" in rest or "--help" in rest:
@@ -284,6 +283,15 @@ def main(argv: Optional[List[str]] = None) -> int:
     except (KeyError, ValueError, FileNotFoundError, ImportError) as e:
         print(f"error: {e.args[0] if isinstance(e, KeyError) and e.args else e}", file=sys.stderr)
         return 2
+    with root_logger_restored():
+        return _train(config, args, train, dev, test, labels)
+
+
+def _train(config, args, train, dev, test, labels) -> int:
+    from openprompt.config import save_config_to_yaml
+    from openprompt.data_utils import FewShotSampler
+    from openprompt.utils.logging import config_experiment_dir, init_logger
+
     if args.resume or args.test:
         exp_path = config.logging.path = args.resume or args.test
     else:
@@ -311,6 +319,22 @@ def main(argv: Optional[List[str]] = None) -> int:
         return 2
     print(f"run directory: {exp_path}")
     return 0
+
+
+@contextlib.contextmanager
+def root_logger_restored():
+    """OpenPrompt's ``init_logger`` makes the root logger's handlers a console one bound to this moment's stderr and a
+    file one, at INFO: for the run only. Called from Python (a notebook, a test), they stayed: every later library
+    log went to the run's ``log.txt`` (kept open) and to a stream that may be closed ("--- Logging error ---")."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    try:
+        yield
+    finally:
+        for handler in root.handlers:
+            if handler not in handlers:
+                handler.close()
+        root.handlers, root.level = handlers, level
 
 
 if __name__ == "__main__":
