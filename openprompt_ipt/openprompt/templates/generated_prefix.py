@@ -136,7 +136,7 @@ class GeneratedPrefixTemplate(TrainedTemplateMixin, MixedTemplate):
 
     def process_batch(self, batch):
         self._refuse_shared_replica()
-        self._check_vocabulary()
+        self._check_vocabulary(field(batch, "input_ids"))
         self._watch_updates()
         refuse_left_padding(batch["attention_mask"])
         inputs = InstanceInputs(batch["input_ids"], batch["attention_mask"], content_mask(batch, "text_part_ids"),

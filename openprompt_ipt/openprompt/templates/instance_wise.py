@@ -97,7 +97,7 @@ class InstanceWiseTemplate(TrainedTemplateMixin, MixedTemplate):
 
     def process_batch(self, batch):
         self._refuse_shared_replica()
-        self._check_vocabulary()
+        self._check_vocabulary(field(batch, "input_ids"))
         self._watch_updates()
         refuse_left_padding(field(batch, "attention_mask"))
         prompts = self.prompt_vectors(batch)  # before MixedTemplate replaces input_ids by inputs_embeds

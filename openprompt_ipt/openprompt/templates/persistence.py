@@ -186,11 +186,15 @@ class TrainedTemplateMixin:
                              "own tokenizer)")
         self.__dict__["_vocab_rows"] = rows
 
-    def _check_vocabulary(self) -> None:
+    def _check_vocabulary(self, input_ids=None) -> None:
         """The templates call it at the start of ``process_batch``: a PLM resized after the template was built
         (``plm.resize_token_embeddings``) gave the first new id IPT's pad row (another prompt, silently) and the next
-        an IndexError inside the table (CUDA: a device-side assert); refused before any lookup."""
+        an IndexError inside the table (CUDA: a device-side assert); refused before any lookup. transformers 4 resizes
+        into a new embedding module, so the template's own stays at its size: the batch's ids tell."""
         built, now = self.__dict__.get("_vocab_rows"), self.raw_embedding.weight.shape[0]
+        if built is not None and now == built and input_ids is not None and input_ids.numel():
+            top = int(input_ids.max())
+            now = f"at least {top + 1}" if top >= built else now
         if built is not None and now != built:
             raise ValueError(f"the PLM's vocabulary changed from {built} to {now} tokens after the template was built "
                              "(plm.resize_token_embeddings after it), and the prompt's tables are for "
