@@ -102,15 +102,7 @@ def get_model(mlm, tok, case, tmp_path):
 def test_openprompt_door_on_a_gpu(backbones, backbone, variant):  # noqa: F811
     """A template model moved after a CPU forward (IDPG's cache then holds CPU rows): the same logits, and one
     step of our optimizers (AdamW + RowSparseAdam for vocabulary tables)."""
-    model_path, table = backbones[backbone]
-    template_name, section = OPENPROMPT[variant]
-    exs = examples(4)
-    torch.manual_seed(1)
-    model, tokenizer, wrapper_class = build_model(runner_config(model_path, template_name, resolve(section, table),
-                                                                "soft_verbalizer"), exs, 2, ["yes", "no"])
-    wrapper = wrapper_class(max_seq_length=MAX_LEN, tokenizer=tokenizer, truncate_method="balanced")
-    batch = next(iter(make_loader(encode_examples(exs, model.template, wrapper), len(exs), tokenizer.pad_token_id)))
-    model.eval()
+    model, batch = openprompt_model(backbones, variant, backbone)
     with torch.no_grad():
         reference = model(dict(batch))
     with fake_gpu():
@@ -303,8 +295,8 @@ def test_openprompt_door_over_a_plm_already_on_the_gpu(backbones, variant, monke
 OPENPROMPT_DATA_PARALLEL_SAFE = ("prompt_tuning", "ipt_random", "ipt_pretrained")
 
 
-def openprompt_model(backbones, variant):  # noqa: F811
-    model_path, table = backbones["bert"]
+def openprompt_model(backbones, variant, backbone="bert"):  # noqa: F811
+    model_path, table = backbones[backbone]
     template_name, section = OPENPROMPT[variant]
     exs = examples(4)
     torch.manual_seed(1)

@@ -347,20 +347,10 @@ class InstancePromptModel(SavingMixin, GradientCheckpointingMixin, PeftHabitsMix
             out = SequenceClassifierOutput(loss=loss, logits=logits, hidden_states=out.hidden_states,
                                            attentions=out.attentions)
         if cut is not None:  # the per-token outputs at the caller's width
-            if getattr(out, "logits", None) is not None and out.logits.dim() == 3:
-                out.logits = padded_to(out.logits, width)
-            if out.hidden_states is not None:
-                out.hidden_states = tuple(padded_to(h, width) for h in out.hidden_states)
-            if getattr(out, "last_hidden_state", None) is not None:
-                out.last_hidden_state = padded_to(out.last_hidden_state, width)
+            _per_token(out, lambda t: padded_to(t, width))
         if order is not None:  # the per-token outputs back at the caller's (left-padded) positions
             back = caller_order(order)
-            if getattr(out, "logits", None) is not None and out.logits.dim() == 3:
-                out.logits = take(out.logits, back)
-            if out.hidden_states is not None:
-                out.hidden_states = tuple(take(h, back) for h in out.hidden_states)
-            if getattr(out, "last_hidden_state", None) is not None:
-                out.last_hidden_state = take(out.last_hidden_state, back)
+            _per_token(out, lambda t: take(t, back))
         use_dict = return_dict if return_dict is not None else getattr(self.config, "return_dict", True)
         return out if use_dict else out.to_tuple()
 
@@ -435,6 +425,16 @@ def _name_classes(config, classes: int) -> None:
     were ``KeyError: 2`` for a third class). The caller's names stay where they are one per class."""
     if len(getattr(config, "id2label", None) or {}) != classes:
         config.num_labels = classes
+
+
+def _per_token(out, fix) -> None:
+    """``fix`` applied to each per-token output (token / vocabulary logits, hidden states, ``last_hidden_state``)."""
+    if getattr(out, "logits", None) is not None and out.logits.dim() == 3:
+        out.logits = fix(out.logits)
+    if out.hidden_states is not None:
+        out.hidden_states = tuple(fix(h) for h in out.hidden_states)
+    if getattr(out, "last_hidden_state", None) is not None:
+        out.last_hidden_state = fix(out.last_hidden_state)
 
 
 def _cross_entropy(logits: torch.Tensor, labels: torch.Tensor, num_items_in_batch=None) -> torch.Tensor:
